@@ -1,0 +1,56 @@
+// lastmile — the batched, stateless sampler: vLLM V1's Sampler.forward (spec §2).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lastmile/batch.hpp"
+#include "lastmile/logits_processor.hpp"
+#include "lastmile/logits_view.hpp"
+#include "lastmile/output.hpp"
+
+namespace lastmile {
+
+namespace detail {
+class SamplerImpl;
+}
+
+struct SamplerConfig {
+  int64_t vocab_size = 0;  // logits width; every token id must be in [0, vocab_size)
+  int64_t max_batch = 1;   // rows per call, at most
+  LogprobsMode logprobs_mode = LogprobsMode::raw_logprobs;
+  int threads = 0;        // 0: hardware concurrency; results never depend on it
+  uint64_t seed = 0;      // seeds of requests without their own
+  std::vector<std::shared_ptr<const LogitsProcessor>> logits_processors;  // run in list order
+};
+
+// Samples one token per logits row and gathers the logprobs the batch asks for.
+// Not thread-safe: one thread calls `sample` at a time (the sampler runs its own threads).
+// Example:
+//   lastmile::Sampler sampler({.vocab_size = 32000, .max_batch = 8});
+//   lastmile::Batch batch;
+//   batch.requests.push_back({.params = {.temperature = 0.7f, .top_p = 0.9f, .seed = 42}});
+//   const auto& out = sampler.sample(lastmile::LogitsView::f32(logits, 1, 32000), batch);
+//   int32_t token = out.sampled_token_ids[0];
+class Sampler {
+ public:
+  // Throws InvalidArgument for vocab_size < 1, max_batch < 1 or threads < 0.
+  explicit Sampler(SamplerConfig config);
+  ~Sampler();
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
+
+  // Validates the batch and logits (InvalidArgument naming request, field and value), then runs
+  // the pipeline. The result lives in the sampler until the next call. Allocates only while
+  // its workspace grows to the largest batch seen.
+  const SamplerOutput& sample(const LogitsView& logits, const Batch& batch);
+
+  const SamplerConfig& config() const;
+
+ private:
+  friend class RequestBatch;
+  std::unique_ptr<detail::SamplerImpl> impl_;
+};
+
+}  // namespace lastmile

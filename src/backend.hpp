@@ -1,0 +1,79 @@
+// lastmile — the backend seam: the row kernels a backend provides (DESIGN "Backends and kernels").
+// A kernel works on one float32 row with caller-owned scratch. It never allocates, throws, logs or
+// sees a request. `reference/` implements every kernel in plain scalar C++: the oracle that fast
+// backends are tested against.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "lastmile/logits_view.hpp"
+#include "lastmile/params.hpp"
+
+namespace lastmile::detail {
+
+// A token's history on one row, for penalties (spec §7.1).
+struct TokenCount {
+  TokenId token_id = 0;
+  int32_t output_count = 0;  // occurrences in output (+ drafts when predicting the bonus token)
+  bool in_prompt = false;
+};
+
+// Scratch for top-k / top-p: room for one row of ids and one of floats.
+struct SortScratch {
+  std::span<int32_t> ids;
+  std::span<float> values;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual std::string_view description() const = 0;
+
+  // Widens src[0, n) of `dtype` into dst exactly (f16 and bf16 are subsets of float32). Returns
+  // the first token id holding NaN or +inf, or -1 when there is none.
+  virtual int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const = 0;
+
+  // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
+  virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
+  virtual float row_max(const float* x, int64_t n) const = 0;
+
+  // x := log_softmax(x) in float32 as torch computes it: (x - max) - log(sum(exp(x - max))).
+  // An all -inf row stays all -inf.
+  virtual void log_softmax(float* x, int64_t n) const = 0;
+
+  // x := x / t (spec §8.1); float32 division, as torch's in-place div_.
+  virtual void divide(float* x, int64_t n, float t) const = 0;
+
+  // Spec §6.5: mask tokens whose softmax probability is < min_p * the largest probability.
+  virtual void apply_min_p(float* x, int64_t n, float min_p) const = 0;
+
+  // Spec §9.2-9.4: keep the top_k largest values (every tie at the k-th value kept; top_k >= n
+  // disables), then, if apply_top_p, mask where the ascending float32 cumulative softmax is
+  // <= 1 - top_p, never the largest. Ties are ordered by ascending token id ranking as larger.
+  virtual void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p,
+                                 float top_p, SortScratch scratch) const = 0;
+
+  // A draw from softmax(x) by inverse CDF over a uniform u in (0, 1) (DESIGN "Randomness").
+  // An all -inf row returns 0, as vLLM's NaN probabilities do.
+  virtual TokenId draw(const float* x, int64_t n, double u) const = 0;
+
+  // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
+  virtual void apply_penalties(float* x, std::span<const TokenCount> counts,
+                               float repetition_penalty, float frequency_penalty,
+                               float presence_penalty) const = 0;
+
+  // Number of entries >= x[token_id] (spec §4 step 3): the token's pessimistic rank.
+  virtual int64_t rank_of(const float* x, int64_t n, TokenId token_id) const = 0;
+
+  // The k largest entries, descending; equal values in ascending token id order.
+  virtual void top_n(const float* x, int64_t n, int64_t k, TokenId* ids, float* values,
+                     SortScratch scratch) const = 0;
+};
+
+// The scalar oracle.
+const Backend& reference_backend();
+
+}  // namespace lastmile::detail

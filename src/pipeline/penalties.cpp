@@ -1,0 +1,44 @@
+// Step 6 — repetition, frequency and presence penalties (spec §7; vLLM ops/penalties.py).
+// In place on the float32 row, sparse: only tokens of the prompt or history are touched. Repetition
+// uses prompt and history; frequency and presence the history only (output, plus drafts when
+// predicting the bonus token, §7.4). Counts come from a RequestBatch when it keeps them, else they
+// are counted here from the batch in O(H log H). Rows with neutral penalties are exact identities
+// and skipped; the whole step is skipped when no row has penalties (vLLM's no_penalties).
+#include <algorithm>
+
+#include "pipeline/steps.hpp"
+
+namespace lastmile::detail {
+namespace {
+
+std::span<const TokenCount> count_tokens(RowStep& row) {
+  std::vector<int64_t>& keys = row.scratch.history_keys;
+  keys.clear();
+  for (TokenId id : row.request.prompt_token_ids) keys.push_back(int64_t{id} * 2);
+  const History history = row.history();
+  for (size_t i = 0; i < history.size(); ++i) keys.push_back(int64_t{history[i]} * 2 + 1);
+  std::sort(keys.begin(), keys.end());
+  std::vector<TokenCount>& counts = row.scratch.token_counts;
+  counts.clear();
+  for (int64_t key : keys) {
+    const auto id = static_cast<TokenId>(key / 2);
+    if (counts.empty() || counts.back().token_id != id) counts.push_back({id, 0, false});
+    if (key % 2) ++counts.back().output_count;
+    else counts.back().in_prompt = true;
+  }
+  return counts;
+}
+
+}  // namespace
+
+void apply_penalties(RowStep& row) {
+  if (!row.plan.any_penalties) return;
+  const RequestParams& p = row.params();
+  if (p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f)
+    return;
+  const std::span<const TokenCount> counts = row.has_kept_counts ? row.kept_counts : count_tokens(row);
+  row.backend.apply_penalties(row.logits.data(), counts, p.repetition_penalty, p.frequency_penalty,
+                              p.presence_penalty);
+}
+
+}  // namespace lastmile::detail

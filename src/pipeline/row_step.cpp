@@ -1,0 +1,27 @@
+// lastmile — RowStep and RowScratch helpers.
+#include "pipeline/row_step.hpp"
+
+namespace lastmile::detail {
+
+void RowScratch::reserve(int64_t vocab_size) {
+  const auto n = static_cast<size_t>(vocab_size);
+  if (logits.size() < n) logits.resize(n);
+  if (raw.size() < n) raw.resize(n);
+  if (sort_values.size() < n) sort_values.resize(n);
+  if (sort_ids.size() < n) sort_ids.resize(n);
+}
+
+const void* row_pointer(const LogitsView& logits, int64_t row) {
+  const size_t element = logits.dtype == DType::f32 ? 4 : 2;
+  const int64_t stride = logits.row_stride ? logits.row_stride : logits.vocab_size;
+  return static_cast<const char*>(logits.data) + static_cast<size_t>(row * stride) * element;
+}
+
+const void* RowStep::input_row() const { return row_pointer(input, row); }
+
+History RowStep::history() const {
+  if (plan.predict_bonus_token) return {request.output_token_ids, request.spec_token_ids};
+  return {request.output_token_ids, {}};
+}
+
+}  // namespace lastmile::detail

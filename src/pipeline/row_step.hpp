@@ -1,0 +1,81 @@
+// lastmile — one logits row moving through the pipeline: its request, its scratch rows and where
+// its results go. Steps read and write a row only through this.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include "backend.hpp"
+#include "lastmile/batch.hpp"
+#include "lastmile/logits_view.hpp"
+#include "pipeline/batch_plan.hpp"
+#include "pipeline/output_buffers.hpp"
+
+namespace lastmile::detail {
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Start of logits row `row` of the caller's matrix.
+const void* row_pointer(const LogitsView& logits, int64_t row);
+
+// Scratch owned by one worker thread: two float32 rows and room to sort one; grows, never shrinks.
+struct RowScratch {
+  std::vector<float> logits;     // the working row, edited in place by steps 2-7
+  std::vector<float> raw;        // the raw-mode snapshot of step 1
+  std::vector<float> sort_values;
+  std::vector<int32_t> sort_ids;
+  std::vector<float> saved;      // allowed ids' values while the row is masked
+  std::vector<TokenCount> token_counts;
+  std::vector<int64_t> history_keys;  // token_id * 2 + (1 if output), for counting
+
+  void reserve(int64_t vocab_size);
+};
+
+// Output history of spec §2.2: output tokens, then the drafts when they count.
+struct History {
+  std::span<const TokenId> output;
+  std::span<const TokenId> drafts;
+
+  size_t size() const { return output.size() + drafts.size(); }
+  TokenId operator[](size_t i) const { return i < output.size() ? output[i] : drafts[i - output.size()]; }
+};
+
+// A row's sampling parameters after greedy normalisation (spec §12.1): greedy rows have top_k,
+// top_p and min_p switched off and temperature 1 for the division.
+struct RowSampling {
+  bool greedy = false;
+  float temperature = 1.0f;
+  int64_t top_k = 0;  // vocab_size when off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+};
+
+struct RowStep {
+  const BatchPlan& plan;
+  const Backend& backend;
+  const LogitsView& input;
+  const BatchRequest& request;
+  int64_t row;
+  RowSampling sampling;
+  uint64_t seed;                      // the request's stream key
+  std::span<const TokenCount> kept_counts;  // penalty counts kept by a RequestBatch, if any
+  bool has_kept_counts;
+  RowScratch& scratch;
+  OutputBuffers& out;
+
+  std::span<float> logits;  // working float32 row
+  std::span<float> raw;     // raw-mode snapshot
+  TokenId greedy_token = 0;
+  TokenId sampled_token = 0;
+  int64_t bad_token_id = -1;  // first NaN / +inf in the input row
+
+  const RequestParams& params() const { return request.params; }
+  int64_t vocab_size() const { return plan.vocab_size; }
+  const void* input_row() const;
+  History history() const;  // for penalties and bad words
+  uint64_t stream_step() const { return request.step.value_or(request.output_token_ids.size()); }
+};
+
+}  // namespace lastmile::detail

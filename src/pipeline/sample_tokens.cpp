@@ -1,0 +1,22 @@
+// Step 7 — sampling (spec §8, §9; vLLM Sampler.sample).
+// Greedy argmax on the penalised logits; then, unless the whole batch is greedy: temperature,
+// argmax-invariant processors (min_p, custom), top-k / top-p, the seeded draw, and the merge that
+// gives greedy rows their argmax. The working row ends as vLLM's processed_logits.
+#include "pipeline/steps.hpp"
+
+namespace lastmile::detail {
+
+void sample_tokens(RowStep& row) {
+  if (!row.plan.all_random) take_greedy_token(row);
+  if (row.plan.all_greedy) {
+    row.sampled_token = row.greedy_token;
+    return;
+  }
+  apply_temperature(row);
+  apply_min_p(row);
+  apply_custom_processors(row, /*argmax_invariant=*/true);
+  apply_top_k_top_p(row);
+  draw_token(row);
+}
+
+}  // namespace lastmile::detail

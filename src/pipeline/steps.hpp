@@ -1,0 +1,26 @@
+// lastmile — the pipeline steps of spec §2.1, one per file, in vLLM's order. Each runs on one row.
+#pragma once
+
+#include "pipeline/row_step.hpp"
+
+namespace lastmile::detail {
+
+void capture_raw_logprobs(RowStep& row);                   // 1  raw modes, before any edit
+bool convert_to_float32(RowStep& row);                     // 2  false: NaN / +inf in the row
+void apply_allowed_token_ids(RowStep& row);                // 3
+void apply_bad_words(RowStep& row);                        // 4
+void apply_min_tokens(RowStep& row);                       // 5  argmax-changing processors...
+void apply_logit_bias(RowStep& row);                       //    ...
+void apply_custom_processors(RowStep& row, bool argmax_invariant);  // 5 and 7c
+void apply_penalties(RowStep& row);                        // 6
+void sample_tokens(RowStep& row);                          // 7
+void gather_logprobs(RowStep& row);                        // 8
+
+// Step 7's parts (spec §8, §9), called by sample_tokens.
+void take_greedy_token(RowStep& row);
+void apply_temperature(RowStep& row);
+void apply_min_p(RowStep& row);
+void apply_top_k_top_p(RowStep& row);
+void draw_token(RowStep& row);
+
+}  // namespace lastmile::detail

@@ -1,0 +1,153 @@
+// lastmile — RequestBatch: requests kept across steps, sampled through the same pipeline as
+// Sampler::sample. What it adds: each request's output history, its seed, and its penalty counts
+// updated per new token (O(1) each) instead of recounted from the history every step.
+#include "lastmile/request_batch.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "lastmile/error.hpp"
+#include "random/philox.hpp"
+#include "sampler_impl.hpp"
+#include "validate.hpp"
+
+namespace lastmile {
+namespace detail {
+
+struct KeptRequest {
+  std::string id;
+  std::vector<TokenId> prompt;
+  std::vector<TokenId> output;
+  uint64_t seed = 0;
+  std::vector<TokenCount> counts;                 // one entry per distinct token seen
+  std::unordered_map<TokenId, uint32_t> count_of;  // token id -> index in counts
+
+  TokenCount& count(TokenId id) {
+    auto [it, inserted] = count_of.try_emplace(id, static_cast<uint32_t>(counts.size()));
+    if (inserted) counts.push_back({id, 0, false});
+    return counts[it->second];
+  }
+};
+
+class RequestBatchImpl {
+ public:
+  explicit RequestBatchImpl(SamplerConfig config) : sampler_(std::move(config)) {}
+
+  void add(std::string_view id, const RequestParams& params, std::span<const TokenId> prompt) {
+    const std::string who = "request '" + std::string(id) + "'";
+    if (find(id) >= 0) throw InvalidArgument(who + ": request_id is already in the batch");
+    const SamplerConfig& config = sampler_.config();
+    if (size() >= config.max_batch)
+      throw InvalidArgument(who + ": the batch is full (max_batch = " +
+                            std::to_string(config.max_batch) + ")");
+    validate_params(who, params, config.vocab_size);
+    validate_token_ids(who, "prompt_token_ids", prompt, config.vocab_size);
+    auto request = std::make_unique<KeptRequest>();
+    request->id = std::string(id);
+    request->prompt.assign(prompt.begin(), prompt.end());
+    request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_++);
+    for (TokenId t : prompt) request->count(t).in_prompt = true;
+    requests_.push_back(std::move(request));
+    batch_.requests.emplace_back().params = params;
+  }
+
+  void remove(std::string_view id) {
+    const int64_t row = checked_find(id);
+    requests_.erase(requests_.begin() + row);
+    batch_.requests.erase(batch_.requests.begin() + row);
+  }
+
+  void reorder(std::span<const std::string> ids) {
+    if (static_cast<int64_t>(ids.size()) != size())
+      throw InvalidArgument("reorder: expected " + std::to_string(size()) + " request ids, got " +
+                            std::to_string(ids.size()));
+    std::vector<int64_t> from(ids.size());
+    std::vector<bool> used(ids.size(), false);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      from[i] = checked_find(ids[i]);
+      if (used[from[i]]) throw InvalidArgument("reorder: request '" + ids[i] + "' appears twice");
+      used[from[i]] = true;
+    }
+    std::vector<std::unique_ptr<KeptRequest>> requests(ids.size());
+    std::vector<BatchRequest> rows(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      requests[i] = std::move(requests_[from[i]]);
+      rows[i] = std::move(batch_.requests[from[i]]);
+    }
+    requests_ = std::move(requests);
+    batch_.requests = std::move(rows);
+  }
+
+  const SamplerOutput& step(const LogitsView& logits) {
+    kept_.resize(requests_.size());
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      const KeptRequest& r = *requests_[i];
+      BatchRequest& row = batch_.requests[i];
+      row.prompt_token_ids = r.prompt;
+      row.output_token_ids = r.output;
+      kept_[i] = {r.seed, r.counts};
+    }
+    const SamplerOutput& out = sampler_.sample(logits, batch_, kept_);
+    for (size_t i = 0; i < requests_.size(); ++i) {
+      KeptRequest& r = *requests_[i];
+      const TokenId token = out.sampled_token_ids[i];
+      r.output.push_back(token);
+      ++r.count(token).output_count;
+    }
+    return out;
+  }
+
+  int64_t size() const { return static_cast<int64_t>(requests_.size()); }
+
+  const std::string& request_id(int64_t row) const {
+    if (row < 0 || row >= size())
+      throw InvalidArgument("request_id: row must be in [0, " + std::to_string(size()) +
+                            "), got " + std::to_string(row));
+    return requests_[row]->id;
+  }
+
+  std::span<const TokenId> output_token_ids(std::string_view id) const {
+    return requests_[checked_find(id)]->output;
+  }
+
+ private:
+  int64_t find(std::string_view id) const {
+    for (size_t i = 0; i < requests_.size(); ++i)
+      if (requests_[i]->id == id) return static_cast<int64_t>(i);
+    return -1;
+  }
+  int64_t checked_find(std::string_view id) const {
+    const int64_t row = find(id);
+    if (row < 0) throw InvalidArgument("request '" + std::string(id) + "': no such request_id in the batch");
+    return row;
+  }
+
+  SamplerImpl sampler_;
+  std::vector<std::unique_ptr<KeptRequest>> requests_;  // row order
+  Batch batch_;                                         // the same rows, as the sampler reads them
+  std::vector<KeptRowState> kept_;
+  uint64_t added_ = 0;
+};
+
+}  // namespace detail
+
+RequestBatch::RequestBatch(SamplerConfig config)
+    : impl_(std::make_unique<detail::RequestBatchImpl>(std::move(config))) {}
+RequestBatch::~RequestBatch() = default;
+RequestBatch::RequestBatch(RequestBatch&&) noexcept = default;
+RequestBatch& RequestBatch::operator=(RequestBatch&&) noexcept = default;
+
+void RequestBatch::add(std::string_view request_id, const RequestParams& params,
+                       std::span<const TokenId> prompt_token_ids) {
+  impl_->add(request_id, params, prompt_token_ids);
+}
+void RequestBatch::remove(std::string_view request_id) { impl_->remove(request_id); }
+void RequestBatch::reorder(std::span<const std::string> request_ids) { impl_->reorder(request_ids); }
+const SamplerOutput& RequestBatch::step(const LogitsView& logits) { return impl_->step(logits); }
+int64_t RequestBatch::size() const { return impl_->size(); }
+const std::string& RequestBatch::request_id(int64_t row) const { return impl_->request_id(row); }
+std::span<const TokenId> RequestBatch::output_token_ids(std::string_view request_id) const {
+  return impl_->output_token_ids(request_id);
+}
+
+}  // namespace lastmile

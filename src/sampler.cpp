@@ -1,0 +1,118 @@
+// lastmile — Sampler::sample: the pipeline of spec §2.1, one step per line, run on every row.
+#include "lastmile/sampler.hpp"
+
+#include <cmath>
+#include <thread>
+
+#include "lastmile/error.hpp"
+#include "pipeline/steps.hpp"
+#include "random/philox.hpp"
+#include "sampler_impl.hpp"
+#include "validate.hpp"
+
+namespace lastmile {
+namespace detail {
+namespace {
+
+int resolve_threads(int threads) {
+  if (threads > 0) return threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
+  if (p.is_greedy()) return {true, 1.0f, vocab_size, 1.0f, 0.0f};
+  const int64_t top_k = p.top_k > 0 && p.top_k < vocab_size ? p.top_k : vocab_size;
+  return {false, p.temperature, top_k, p.top_p, p.min_p};
+}
+
+// The pipeline for one row (spec §2.1). Steps 1-8; step 9, the output, is the sampler's.
+void run_pipeline(RowStep& row) {
+  capture_raw_logprobs(row);                 // 1  raw modes, before any edit
+  if (!convert_to_float32(row)) return;      // 2  NaN / +inf: reported after the batch
+  apply_allowed_token_ids(row);              // 3
+  apply_bad_words(row);                      // 4
+  apply_min_tokens(row);                     // 5  argmax-changing processors:
+  apply_logit_bias(row);                     //    built-ins, then custom ones
+  apply_custom_processors(row, /*argmax_invariant=*/false);
+  apply_penalties(row);                      // 6
+  sample_tokens(row);                        // 7  greedy, temperature, min_p, top-k/p, draw
+  gather_logprobs(row);                      // 8
+  row.out.sampled[row.row] = row.sampled_token;
+}
+
+}  // namespace
+
+SamplerImpl::SamplerImpl(SamplerConfig config)
+    : config_((validate_config(config), std::move(config))),
+      backend_(reference_backend()),
+      pool_(resolve_threads(config_.threads)),
+      scratch_(pool_.num_threads()) {
+  for (RowScratch& s : scratch_) s.reserve(config_.vocab_size);
+}
+
+void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
+                             std::span<const KeptRowState> kept, int64_t row, int worker) {
+  const BatchRequest& request = batch.requests[row];
+  const KeptRowState* state = kept.empty() ? nullptr : &kept[row];
+  uint64_t seed = 0;
+  if (request.params.seed) seed = *request.params.seed;
+  else if (state) seed = state->seed;
+  else seed = derive_seed(derive_seed(plan.sampler_seed, plan.call_index), static_cast<uint64_t>(row));
+  RowScratch& scratch = scratch_[worker];
+  RowStep step{plan,
+               backend_,
+               logits,
+               request,
+               row,
+               row_sampling(request.params, plan.vocab_size),
+               seed,
+               state ? state->token_counts : std::span<const TokenCount>{},
+               state != nullptr,
+               scratch,
+               out_,
+               std::span<float>(scratch.logits.data(), plan.vocab_size),
+               std::span<float>(scratch.raw.data(), plan.vocab_size)};
+  run_pipeline(step);
+  bad_token_ids_[row] = step.bad_token_id;
+}
+
+const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& batch,
+                                         std::span<const KeptRowState> kept) {
+  validate_batch(logits, batch, config_);  // spec §12; throws InvalidArgument
+  BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);
+  plan.sampler_seed = config_.seed;
+  plan.call_index = calls_++;
+  plan.processors = config_.logits_processors;
+  out_.prepare(plan);
+  bad_token_ids_.resize(plan.num_rows);
+  auto task = [&](int64_t row, int worker) { sample_row(plan, logits, batch, kept, row, worker); };
+  pool_.run(plan.num_rows, task);
+  for (int64_t row = 0; row < plan.num_rows; ++row) {
+    const int64_t bad = bad_token_ids_[row];
+    if (bad < 0) continue;
+    float value = 0;
+    const size_t element = logits.dtype == DType::f32 ? 4 : 2;
+    backend_.convert_row(static_cast<const char*>(row_pointer(logits, row)) + bad * element,
+                         logits.dtype, &value, 1);
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          "row " + std::to_string(row) + ": logits contain " +
+                              (std::isnan(value) ? "NaN" : "+inf") + " at token_id " +
+                              std::to_string(bad));
+  }
+  return out_.finish(plan);  // 9  the output lives in the workspace
+}
+
+}  // namespace detail
+
+Sampler::Sampler(SamplerConfig config) : impl_(std::make_unique<detail::SamplerImpl>(std::move(config))) {}
+Sampler::~Sampler() = default;
+Sampler::Sampler(Sampler&&) noexcept = default;
+Sampler& Sampler::operator=(Sampler&&) noexcept = default;
+
+const SamplerOutput& Sampler::sample(const LogitsView& logits, const Batch& batch) {
+  return impl_->sample(logits, batch);
+}
+
+const SamplerConfig& Sampler::config() const { return impl_->config(); }
+
+}  // namespace lastmile

@@ -1,0 +1,45 @@
+// lastmile — the Sampler behind its public face: workspace, threads and the row pipeline.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend.hpp"
+#include "lastmile/sampler.hpp"
+#include "pipeline/output_buffers.hpp"
+#include "pipeline/row_step.hpp"
+#include "threading/thread_pool.hpp"
+
+namespace lastmile::detail {
+
+// What a RequestBatch keeps for a row across steps.
+struct KeptRowState {
+  uint64_t seed = 0;  // used when the request has no seed of its own
+  std::span<const TokenCount> token_counts;  // prompt presence and output counts, sorted by id
+};
+
+class SamplerImpl {
+ public:
+  explicit SamplerImpl(SamplerConfig config);
+
+  // kept: empty (stateless), or one entry per row.
+  const SamplerOutput& sample(const LogitsView& logits, const Batch& batch,
+                              std::span<const KeptRowState> kept = {});
+  const SamplerConfig& config() const { return config_; }
+  const Backend& backend() const { return backend_; }
+
+ private:
+  void sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
+                  std::span<const KeptRowState> kept, int64_t row, int worker);
+
+  SamplerConfig config_;
+  const Backend& backend_;
+  ThreadPool pool_;
+  std::vector<RowScratch> scratch_;  // one per worker
+  std::vector<int64_t> bad_token_ids_;  // per row: first NaN / +inf, or -1
+  OutputBuffers out_;
+  uint64_t calls_ = 0;
+};
+
+}  // namespace lastmile::detail

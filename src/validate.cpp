@@ -1,0 +1,138 @@
+// lastmile — validation: each rule of spec §12 as one check with one message
+// (`request 3: top_p must be in (0, 1], got 1.5`).
+#include "validate.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "lastmile/error.hpp"
+
+namespace lastmile::detail {
+namespace {
+
+[[noreturn]] void fail(const std::string& who, const std::string& what) {
+  throw InvalidArgument(who + ": " + what);
+}
+
+void check_range(const std::string& who, const char* field, float value, bool ok,
+                 const char* rule) {
+  if (!ok) fail(who, std::string(field) + " must be " + rule + ", got " + format_float(value));
+}
+
+std::string vocab_range(int64_t vocab_size) { return "[0, " + std::to_string(vocab_size) + ")"; }
+
+}  // namespace
+
+std::string format_float(float value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", static_cast<double>(value));
+  return text;
+}
+
+void validate_config(const SamplerConfig& config) {
+  if (config.vocab_size < 1)
+    fail("config", "vocab_size must be >= 1, got " + std::to_string(config.vocab_size));
+  if (config.vocab_size > INT32_MAX)
+    fail("config", "vocab_size must fit int32 token ids, got " + std::to_string(config.vocab_size));
+  if (config.max_batch < 1)
+    fail("config", "max_batch must be >= 1, got " + std::to_string(config.max_batch));
+  if (config.threads < 0)
+    fail("config", "threads must be >= 0 (0: hardware concurrency), got " + std::to_string(config.threads));
+  for (size_t i = 0; i < config.logits_processors.size(); ++i)
+    if (!config.logits_processors[i])
+      fail("config", "logits_processors[" + std::to_string(i) + "] is null");
+}
+
+void validate_token_ids(const std::string& who, const char* field, std::span<const TokenId> ids,
+                        int64_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size)
+      fail(who, std::string(field) + "[" + std::to_string(i) + "] must be in " +
+                    vocab_range(vocab_size) + ", got " + std::to_string(ids[i]));
+}
+
+void validate_params(const std::string& who, const RequestParams& p, int64_t vocab_size) {
+  check_range(who, "temperature", p.temperature, std::isfinite(p.temperature) && p.temperature >= 0,
+              "finite and >= 0");
+  if (p.top_k < -1) fail(who, "top_k must be >= -1 (0 or -1 disables), got " + std::to_string(p.top_k));
+  check_range(who, "top_p", p.top_p, p.top_p > 0 && p.top_p <= 1, "in (0, 1]");
+  check_range(who, "min_p", p.min_p, p.min_p >= 0 && p.min_p <= 1, "in [0, 1]");
+  check_range(who, "presence_penalty", p.presence_penalty,
+              p.presence_penalty >= -2 && p.presence_penalty <= 2, "in [-2, 2]");
+  check_range(who, "frequency_penalty", p.frequency_penalty,
+              p.frequency_penalty >= -2 && p.frequency_penalty <= 2, "in [-2, 2]");
+  check_range(who, "repetition_penalty", p.repetition_penalty,
+              std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0, "finite and > 0");
+  for (const auto& [token_id, bias] : p.logit_bias) {
+    if (token_id < 0 || token_id >= vocab_size)
+      fail(who, "logit_bias token_id must be in " + vocab_range(vocab_size) + ", got " +
+                    std::to_string(token_id));
+    if (!std::isfinite(bias))
+      fail(who, "logit_bias for token_id " + std::to_string(token_id) + " must be finite, got " +
+                    format_float(bias));
+  }
+  if (p.allowed_token_ids) {
+    if (p.allowed_token_ids->empty()) fail(who, "allowed_token_ids must not be empty");
+    validate_token_ids(who, "allowed_token_ids", *p.allowed_token_ids, vocab_size);
+  }
+  for (size_t i = 0; i < p.bad_words_token_ids.size(); ++i) {
+    const std::string field = "bad_words_token_ids[" + std::to_string(i) + "]";
+    if (p.bad_words_token_ids[i].empty()) fail(who, field + " must not be empty");
+    validate_token_ids(who, field.c_str(), p.bad_words_token_ids[i], vocab_size);
+  }
+  if (p.min_tokens < 0) fail(who, "min_tokens must be >= 0, got " + std::to_string(p.min_tokens));
+  validate_token_ids(who, "stop_token_ids", p.stop_token_ids, vocab_size);
+  if (p.logprobs && (*p.logprobs < -1 || *p.logprobs > vocab_size))
+    fail(who, "logprobs must be -1 or in [0, " + std::to_string(vocab_size) + "], got " +
+                  std::to_string(*p.logprobs));
+  if (p.logprob_token_ids) {
+    if (p.logprob_token_ids->size() > static_cast<size_t>(RequestParams::kMaxLogprobTokenIds))
+      fail(who, "logprob_token_ids must hold at most " +
+                    std::to_string(RequestParams::kMaxLogprobTokenIds) + " ids, got " +
+                    std::to_string(p.logprob_token_ids->size()));
+    validate_token_ids(who, "logprob_token_ids", *p.logprob_token_ids, vocab_size);
+  }
+}
+
+void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config) {
+  if (logits.dtype != DType::f32 && logits.dtype != DType::f16 && logits.dtype != DType::bf16)
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          "logits: dtype must be f32, f16 or bf16, got enum value " +
+                              std::to_string(static_cast<int>(logits.dtype)));
+  if (logits.vocab_size != config.vocab_size)
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          "logits: vocab_size must equal the sampler's " +
+                              std::to_string(config.vocab_size) + ", got " +
+                              std::to_string(logits.vocab_size));
+  if (logits.num_rows < 0 || logits.num_rows > config.max_batch)
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          "logits: num_rows must be in [0, max_batch = " +
+                              std::to_string(config.max_batch) + "], got " +
+                              std::to_string(logits.num_rows));
+  if (logits.row_stride != 0 && logits.row_stride < logits.vocab_size)
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          "logits: row_stride must be 0 or >= vocab_size " +
+                              std::to_string(logits.vocab_size) + ", got " +
+                              std::to_string(logits.row_stride));
+  if (logits.data == nullptr && logits.num_rows > 0)
+    throw InvalidArgument(ErrorCode::invalid_logits, "logits: data is null");
+  if (static_cast<int64_t>(batch.requests.size()) != logits.num_rows)
+    fail("batch", "requests must hold one entry per logits row (" +
+                      std::to_string(logits.num_rows) + "), got " +
+                      std::to_string(batch.requests.size()));
+  if (batch.num_logprobs && (*batch.num_logprobs < -1 || *batch.num_logprobs > config.vocab_size))
+    fail("batch", "num_logprobs must be -1 or in [0, " + std::to_string(config.vocab_size) +
+                      "], got " + std::to_string(*batch.num_logprobs));
+  for (size_t i = 0; i < batch.requests.size(); ++i) {
+    const std::string who = "request " + std::to_string(i);
+    const BatchRequest& r = batch.requests[i];
+    validate_params(who, r.params, config.vocab_size);
+    validate_token_ids(who, "prompt_token_ids", r.prompt_token_ids, config.vocab_size);
+    validate_token_ids(who, "output_token_ids", r.output_token_ids, config.vocab_size);
+    validate_token_ids(who, "spec_token_ids", r.spec_token_ids, config.vocab_size);
+  }
+}
+
+}  // namespace lastmile::detail
