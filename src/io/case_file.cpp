@@ -1,0 +1,261 @@
+// lastmile — case.json reading with a typed error for every malformed field, and output.json
+// writing with non-finite floats as the strings "-inf", "inf", "nan".
+#include "io/case_file.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "lastmile/error.hpp"
+
+namespace lastmile::io {
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(std::string name) : name_(std::move(name)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw InvalidArgument(name_ + ": " + where + ": " + what);
+  }
+  void expect(const json& v, bool ok, const std::string& where, const char* type) const {
+    if (!ok) fail(where, std::string("expected ") + type + ", got " + v.dump());
+  }
+  float number(const json& v, const std::string& where) const {
+    expect(v, v.is_number(), where, "a number");
+    return v.get<float>();
+  }
+  int64_t integer(const json& v, const std::string& where, int64_t lo, int64_t hi) const {
+    expect(v, v.is_number_integer(), where, "an integer");
+    const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}
+                          ? INT64_MAX
+                          : v.get<int64_t>();
+    if (x < lo || x > hi)
+      fail(where, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                      "], got " + v.dump());
+    return x;
+  }
+  TokenId token(const json& v, const std::string& where) const {
+    return static_cast<TokenId>(integer(v, where, INT32_MIN, INT32_MAX));
+  }
+  std::vector<TokenId> tokens(const json& v, const std::string& where) const {
+    expect(v, v.is_array(), where, "an array of token ids");
+    std::vector<TokenId> ids;
+    for (size_t i = 0; i < v.size(); ++i) ids.push_back(token(v[i], where + "[" + std::to_string(i) + "]"));
+    return ids;
+  }
+
+ private:
+  std::string name_;
+};
+
+void read_request(const Reader& r, const json& j, const std::string& where, Case& c) {
+  r.expect(j, j.is_object(), where, "an object");
+  RequestParams p;
+  std::vector<TokenId> prompt, output, spec;
+  for (const auto& [key, v] : j.items()) {
+    const std::string at = where + "." + key;
+    if (key == "temperature") p.temperature = r.number(v, at);
+    else if (key == "top_k") p.top_k = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
+    else if (key == "top_p") p.top_p = r.number(v, at);
+    else if (key == "min_p") p.min_p = r.number(v, at);
+    else if (key == "presence_penalty") p.presence_penalty = r.number(v, at);
+    else if (key == "frequency_penalty") p.frequency_penalty = r.number(v, at);
+    else if (key == "repetition_penalty") p.repetition_penalty = r.number(v, at);
+    else if (key == "min_tokens") p.min_tokens = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
+    else if (key == "stop_token_ids") p.stop_token_ids = r.tokens(v, at);
+    else if (key == "prompt_token_ids") prompt = r.tokens(v, at);
+    else if (key == "output_token_ids") output = r.tokens(v, at);
+    else if (key == "spec_token_ids") spec = r.tokens(v, at);
+    else if (key == "seed") {
+      if (!v.is_null()) p.seed = static_cast<uint64_t>(r.integer(v, at, INT64_MIN, INT64_MAX));
+    } else if (key == "allowed_token_ids") {
+      if (!v.is_null()) p.allowed_token_ids = r.tokens(v, at);
+    } else if (key == "logprob_token_ids") {
+      if (!v.is_null()) p.logprob_token_ids = r.tokens(v, at);
+    } else if (key == "logprobs") {
+      if (!v.is_null()) p.logprobs = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
+    } else if (key == "bad_words_token_ids") {
+      r.expect(v, v.is_array(), at, "an array of token id arrays");
+      for (size_t i = 0; i < v.size(); ++i)
+        p.bad_words_token_ids.push_back(r.tokens(v[i], at + "[" + std::to_string(i) + "]"));
+    } else if (key == "logit_bias") {
+      r.expect(v, v.is_object() || v.is_null(), at, "an object of token id -> bias");
+      if (v.is_null()) continue;
+      for (const auto& [id, bias] : v.items()) {
+        size_t used = 0;
+        long long token = 0;
+        try {
+          token = std::stoll(id, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != id.size() || id.empty() || token < INT32_MIN || token > INT32_MAX)
+          r.fail(at, "keys must be decimal token ids, got \"" + id + "\"");
+        p.logit_bias.emplace_back(static_cast<TokenId>(token), r.number(bias, at + "." + id));
+      }
+    } else {
+      r.fail(at, "unknown request field");
+    }
+  }
+  c.params.push_back(std::move(p));
+  c.prompt_token_ids.push_back(std::move(prompt));
+  c.output_token_ids.push_back(std::move(output));
+  c.spec_token_ids.push_back(std::move(spec));
+}
+
+json number_or_string(float v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+json block_json(const LogprobsBlock& block, int64_t rows) {
+  json ids = json::array(), values = json::array(), ranks = json::array();
+  for (int64_t r = 0; r < rows; ++r) {
+    json row_ids = json::array(), row_values = json::array();
+    for (int64_t c = 0; c < block.width; ++c) {
+      row_ids.push_back(block.token_ids[r * block.width + c]);
+      row_values.push_back(number_or_string(block.logprobs[r * block.width + c]));
+    }
+    ids.push_back(std::move(row_ids));
+    values.push_back(std::move(row_values));
+    ranks.push_back(block.ranks[r]);
+  }
+  return {{"token_ids", ids}, {"logprobs", values}, {"ranks", ranks}};
+}
+
+}  // namespace
+
+LogprobsMode parse_logprobs_mode(const std::string& text) {
+  if (text == "raw_logprobs") return LogprobsMode::raw_logprobs;
+  if (text == "raw_logits") return LogprobsMode::raw_logits;
+  if (text == "processed_logprobs") return LogprobsMode::processed_logprobs;
+  if (text == "processed_logits") return LogprobsMode::processed_logits;
+  throw InvalidArgument("logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
+                        "processed_logits, got \"" + text + "\"");
+}
+
+const char* logprobs_mode_name(LogprobsMode mode) {
+  switch (mode) {
+    case LogprobsMode::raw_logprobs: return "raw_logprobs";
+    case LogprobsMode::raw_logits: return "raw_logits";
+    case LogprobsMode::processed_logprobs: return "processed_logprobs";
+    case LogprobsMode::processed_logits: return "processed_logits";
+  }
+  return "?";
+}
+
+Case parse_case(const std::string& json_text, const std::string& name) {
+  const Reader r(name);
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw InvalidArgument(name + ": invalid JSON: " + e.what());
+  }
+  r.expect(j, j.is_object(), "top level", "an object");
+  Case c;
+  bool has_requests = false;
+  for (const auto& [key, v] : j.items()) {
+    if (key == "logits_dtype") {
+      r.expect(v, v.is_string(), key, "a string");
+      c.logits_dtype = v.get<std::string>();
+      if (c.logits_dtype != "float32" && c.logits_dtype != "float16" && c.logits_dtype != "bfloat16")
+        r.fail(key, "expected float32, float16 or bfloat16, got " + v.dump());
+    } else if (key == "logprobs_mode") {
+      r.expect(v, v.is_string(), key, "a string");
+      try {
+        c.logprobs_mode = parse_logprobs_mode(v.get<std::string>());
+      } catch (const InvalidArgument& e) {
+        r.fail(key, e.what());
+      }
+    } else if (key == "max_num_logprobs") {
+      if (!v.is_null()) c.num_logprobs = static_cast<int32_t>(r.integer(v, key, INT32_MIN, INT32_MAX));
+    } else if (key == "predict_bonus_token") {
+      r.expect(v, v.is_boolean(), key, "true or false");
+      c.predict_bonus_token = v.get<bool>();
+    } else if (key == "requests") {
+      r.expect(v, v.is_array(), key, "an array of requests");
+      for (size_t i = 0; i < v.size(); ++i) read_request(r, v[i], "requests[" + std::to_string(i) + "]", c);
+      has_requests = true;
+    } else {
+      r.fail(key, "unknown case field");
+    }
+  }
+  if (!has_requests) r.fail("requests", "missing");
+  return c;
+}
+
+Case read_case(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(path + ": cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_case(text.str(), path);
+}
+
+Batch Case::batch() const {
+  Batch b;
+  b.num_logprobs = num_logprobs;
+  b.predict_bonus_token = predict_bonus_token;
+  b.logprobs_mode = logprobs_mode;
+  for (size_t i = 0; i < params.size(); ++i) {
+    BatchRequest& row = b.requests.emplace_back();
+    row.params = params[i];
+    row.prompt_token_ids = prompt_token_ids[i];
+    row.output_token_ids = output_token_ids[i];
+    row.spec_token_ids = spec_token_ids[i];
+  }
+  return b;
+}
+
+LogitsView logits_view(const NpyArray& logits, const Case& c, const std::string& name) {
+  const char* want = c.logits_dtype == "float32" ? "<f4" : c.logits_dtype == "float16" ? "<f2" : "<u2";
+  if (logits.descr != want)
+    throw InvalidArgument(ErrorCode::invalid_logits, name + ": dtype " + logits.descr +
+                                                         " does not match logits_dtype " + c.logits_dtype +
+                                                         " (expected " + want + ")");
+  if (logits.rows != static_cast<int64_t>(c.params.size()))
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          name + ": " + std::to_string(logits.rows) + " rows for " +
+                              std::to_string(c.params.size()) + " requests");
+  if (logits.cols < 1) throw InvalidArgument(ErrorCode::invalid_logits, name + ": vocab_size must be >= 1, got 0");
+  const DType dtype = c.logits_dtype == "float32" ? DType::f32 : c.logits_dtype == "float16" ? DType::f16 : DType::bf16;
+  return {logits.data.data(), logits.rows, logits.cols, logits.cols, dtype};
+}
+
+std::string output_json(const SamplerOutput& out, const std::vector<std::map<TokenId, int64_t>>& histograms) {
+  json j;
+  j["sampled"] = std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+  if (out.logprobs.present()) j["logprobs"] = block_json(out.logprobs, out.num_rows);
+  if (out.token_logprobs.present()) {
+    json block = block_json(out.token_logprobs, out.num_rows);
+    json valid = json::array();
+    const int64_t w = out.token_logprobs.width;
+    for (int64_t r = 0; r < out.num_rows; ++r) {
+      json row = json::array();
+      for (int64_t c = 0; c < w; ++c) row.push_back(out.token_logprobs.valid[r * w + c] != 0);
+      valid.push_back(std::move(row));
+    }
+    block["valid"] = std::move(valid);
+    j["token_logprobs"] = std::move(block);
+  }
+  if (!histograms.empty()) {
+    json hists = json::array();
+    for (const auto& h : histograms) {
+      json row = json::object();
+      for (const auto& [token, count] : h) row[std::to_string(token)] = count;
+      hists.push_back(std::move(row));
+    }
+    j["histograms"] = std::move(hists);
+  }
+  return j.dump();
+}
+
+}  // namespace lastmile::io

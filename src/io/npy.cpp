@@ -1,0 +1,93 @@
+// lastmile — .npy reading: the header is parsed strictly, every size is checked against the file
+// before any element is read, and anything unexpected is an InvalidArgument naming the file.
+#include "io/npy.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <regex>
+
+#include "lastmile/error.hpp"
+
+namespace lastmile::io {
+namespace {
+
+[[noreturn]] void fail(const std::string& name, const std::string& what) {
+  throw InvalidArgument(ErrorCode::invalid_logits, name + ": " + what);
+}
+
+std::string header_field(const std::string& name, const std::string& header, const std::string& key,
+                         const std::string& pattern) {
+  const std::regex re("'" + key + "'\\s*:\\s*" + pattern);
+  std::smatch m;
+  if (!std::regex_search(header, m, re)) fail(name, "npy header has no valid '" + key + "' entry");
+  return m[1].str();
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& bytes) {
+  static const unsigned char kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0)
+    fail(name, "not a .npy file (bad magic)");
+  const int major = bytes[6];
+  size_t header_len = 0, offset = 0;
+  if (major == 1) {
+    header_len = bytes[8] | (size_t{bytes[9]} << 8);
+    offset = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) fail(name, "truncated npy header");
+    header_len = bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
+    offset = 12;
+  } else {
+    fail(name, "unsupported npy version " + std::to_string(major));
+  }
+  if (header_len > bytes.size() - offset) fail(name, "truncated npy header");
+  const std::string header(bytes.begin() + offset, bytes.begin() + offset + header_len);
+  NpyArray array;
+  array.descr = header_field(name, header, "descr", "'([^']*)'");
+  if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
+    fail(name, "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " + array.descr);
+  if (header_field(name, header, "fortran_order", "(True|False)") != "False")
+    fail(name, "fortran_order arrays are not supported");
+  const std::string shape = header_field(name, header, "shape", "\\(([^)]*)\\)");
+  std::smatch m;
+  if (!std::regex_match(shape, m, std::regex("\\s*(\\d{1,12})\\s*,\\s*(\\d{1,12})\\s*,?\\s*")))
+    fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
+  array.rows = std::stoll(m[1].str());
+  array.cols = std::stoll(m[2].str());
+  const size_t data_offset = offset + header_len;
+  const size_t want = static_cast<size_t>(array.rows) * static_cast<size_t>(array.cols) * array.element_size();
+  if (bytes.size() - data_offset != want)
+    fail(name, "data holds " + std::to_string(bytes.size() - data_offset) + " bytes, shape (" +
+                   std::to_string(array.rows) + ", " + std::to_string(array.cols) + ") of " +
+                   array.descr + " needs " + std::to_string(want));
+  array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_offset), bytes.end());
+  return array;
+}
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open file");
+  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return parse_npy(path, bytes);
+}
+
+void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                       ", " + std::to_string(cols) + "), }";
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error(ErrorCode::internal, path + ": cannot open file for writing");
+  const unsigned char preamble[] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                    static_cast<unsigned char>(header.size() & 0xff),
+                                    static_cast<unsigned char>(header.size() >> 8)};
+  out.write(reinterpret_cast<const char*>(preamble), sizeof preamble);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(rows * cols * sizeof(float)));
+  if (!out) throw Error(ErrorCode::internal, path + ": write failed");
+}
+
+}  // namespace lastmile::io

@@ -1,0 +1,166 @@
+// lastmile tests — small shared helpers: rows with owned histories, a one-call runner, and the
+// independent double-precision arithmetic the tests compare against. Header-only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "lastmile/lastmile.hpp"
+
+namespace lastmile_test {
+
+using lastmile::Batch;
+using lastmile::BatchRequest;
+using lastmile::LogitsView;
+using lastmile::LogprobsMode;
+using lastmile::RequestParams;
+using lastmile::Sampler;
+using lastmile::SamplerConfig;
+using lastmile::SamplerOutput;
+using lastmile::TokenId;
+
+inline constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// One logits row's request with the histories it points at (BatchRequest only holds spans).
+struct Row {
+  RequestParams params;
+  std::vector<TokenId> prompt;
+  std::vector<TokenId> output;
+  std::vector<TokenId> spec;
+  std::optional<uint64_t> step;
+};
+
+inline RequestParams greedy_params() {
+  RequestParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
+inline RequestParams random_params(uint64_t seed, float temperature = 1.0f) {
+  RequestParams p;
+  p.temperature = temperature;
+  p.seed = seed;
+  return p;
+}
+
+inline Row row_with(const RequestParams& params) {
+  Row r;
+  r.params = params;
+  return r;
+}
+
+// Builds a Batch whose spans view `rows` (which must outlive the batch).
+inline Batch make_batch(const std::vector<Row>& rows, std::optional<int32_t> num_logprobs = std::nullopt,
+                        bool predict_bonus_token = false) {
+  Batch batch;
+  for (const Row& r : rows) {
+    BatchRequest& b = batch.requests.emplace_back();
+    b.params = r.params;
+    b.prompt_token_ids = r.prompt;
+    b.output_token_ids = r.output;
+    b.spec_token_ids = r.spec;
+    b.step = r.step;
+  }
+  batch.num_logprobs = num_logprobs;
+  batch.predict_bonus_token = predict_bonus_token;
+  return batch;
+}
+
+inline SamplerConfig make_config(int64_t vocab_size, int64_t max_batch,
+                                 LogprobsMode mode = LogprobsMode::raw_logprobs, int threads = 1) {
+  SamplerConfig config;
+  config.vocab_size = vocab_size;
+  config.max_batch = max_batch;
+  config.logprobs_mode = mode;
+  config.threads = threads;
+  return config;
+}
+
+// The full [rows, vocab] matrix of `mode` (num_logprobs = -1) for row-major f32 logits.
+inline std::vector<float> full_matrix(int64_t vocab_size, const std::vector<float>& logits,
+                                      const std::vector<Row>& rows, LogprobsMode mode,
+                                      bool predict_bonus_token = false) {
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  Sampler sampler(make_config(vocab_size, num_rows, mode));
+  const Batch batch = make_batch(rows, -1, predict_bonus_token);
+  const SamplerOutput& out = sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
+  return {out.full_logprobs.begin(), out.full_logprobs.end()};
+}
+
+// The processed_logits row of a one-row batch.
+inline std::vector<float> processed_logits(const std::vector<float>& logits, const Row& row,
+                                           bool predict_bonus_token = false) {
+  return full_matrix(static_cast<int64_t>(logits.size()), logits, {row}, LogprobsMode::processed_logits,
+                     predict_bonus_token);
+}
+
+// Sampled tokens of one call.
+inline std::vector<TokenId> sample_tokens(int64_t vocab_size, const std::vector<float>& logits,
+                                          const std::vector<Row>& rows, bool predict_bonus_token = false) {
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  Sampler sampler(make_config(vocab_size, num_rows));
+  const Batch batch = make_batch(rows, std::nullopt, predict_bonus_token);
+  const SamplerOutput& out = sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
+  return {out.sampled_token_ids.begin(), out.sampled_token_ids.end()};
+}
+
+inline std::vector<float> slice(std::span<const float> values, int64_t row, int64_t width) {
+  return {values.begin() + row * width, values.begin() + (row + 1) * width};
+}
+
+// log_softmax in double; -inf entries stay -inf, an all -inf row stays all -inf.
+inline std::vector<double> log_softmax_double(std::span<const float> x) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (float v : x) max = std::max(max, static_cast<double>(v));
+  std::vector<double> out(x.size(), -std::numeric_limits<double>::infinity());
+  if (std::isinf(max)) return out;
+  double sum = 0;
+  for (float v : x) sum += std::exp(static_cast<double>(v) - max);
+  const double log_sum = std::log(sum);
+  for (size_t i = 0; i < x.size(); ++i) out[i] = (static_cast<double>(x[i]) - max) - log_sum;
+  return out;
+}
+
+inline std::vector<double> softmax_double(std::span<const double> x) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (double v : x) max = std::max(max, v);
+  std::vector<double> out(x.size(), 0.0);
+  double sum = 0;
+  for (size_t i = 0; i < x.size(); ++i) sum += out[i] = std::exp(x[i] - max);
+  for (double& v : out) v /= sum;
+  return out;
+}
+
+// Expects actual ≈ expected elementwise: equal infinities, else |a - e| <= tolerance.
+inline void expect_near_row(std::span<const float> actual, const std::vector<double>& expected,
+                            double tolerance) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isinf(expected[i])) {
+      EXPECT_EQ(static_cast<double>(actual[i]), expected[i]) << "at token " << i;
+    } else {
+      EXPECT_NEAR(actual[i], expected[i], tolerance) << "at token " << i;
+    }
+  }
+}
+
+// Deterministic pseudo-random logits in [lo, hi) (a 64-bit LCG: no library dependency).
+inline std::vector<float> lcg_logits(size_t n, uint64_t seed, float lo = -4.0f, float hi = 4.0f) {
+  std::vector<float> out(n);
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (float& v : out) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(s >> 11) * 0x1.0p-53;
+    v = static_cast<float>(lo + (hi - lo) * u);
+  }
+  return out;
+}
+
+}  // namespace lastmile_test

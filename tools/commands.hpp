@@ -1,0 +1,29 @@
+// lastmile CLI — one function per subcommand, each in its own file.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace lastmile::cli {
+
+struct RunOptions {
+  std::string case_dir;
+  std::string out_dir;
+  std::optional<std::string> logprobs_mode;
+  std::optional<int> num_logprobs;
+  int repeat = 0;
+  int threads = 0;
+};
+
+// The golden runner contract (../shared/golden/README.md). Throws lastmile::Error on bad input.
+int run_case(const RunOptions& options);
+
+struct DemoOptions {
+  int steps = 8;
+  int threads = 0;
+};
+
+// The README's main job: an embedded LLM-shaped batch sampled for a few steps.
+int run_demo(const DemoOptions& options);
+
+}  // namespace lastmile::cli

@@ -1,0 +1,53 @@
+// lastmile CLI — `lastmile run`: the golden runner contract of ../shared/golden/README.md.
+// One step as the case says, or --repeat R steps on the same logits (a request's random stream
+// advances one step each time) with a token histogram per row.
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "commands.hpp"
+#include "io/case_file.hpp"
+#include "io/npy.hpp"
+#include "lastmile/lastmile.hpp"
+
+namespace lastmile::cli {
+
+int run_case(const RunOptions& options) {
+  namespace fs = std::filesystem;
+  const fs::path dir(options.case_dir);
+  io::Case c = io::read_case((dir / "case.json").string());
+  const std::string logits_path = (dir / "logits.npy").string();
+  const io::NpyArray logits_array = io::read_npy(logits_path);
+  const LogitsView logits = io::logits_view(logits_array, c, logits_path);
+  if (options.logprobs_mode) c.logprobs_mode = io::parse_logprobs_mode(*options.logprobs_mode);
+  if (options.num_logprobs) c.num_logprobs = *options.num_logprobs;
+  if (!fs::is_directory(options.out_dir))
+    throw InvalidArgument("--out " + options.out_dir + ": not a directory");
+
+  SamplerConfig config;
+  config.vocab_size = logits.vocab_size;
+  config.max_batch = std::max<int64_t>(1, logits.num_rows);
+  config.logprobs_mode = c.logprobs_mode;
+  config.threads = options.threads;
+  Sampler sampler(config);
+  Batch batch = c.batch();
+
+  std::vector<std::map<TokenId, int64_t>> histograms;
+  const SamplerOutput* out = nullptr;
+  if (options.repeat == 0) out = &sampler.sample(logits, batch);
+  histograms.resize(options.repeat > 0 ? logits.num_rows : 0);
+  for (int step = 0; step < options.repeat; ++step) {
+    for (BatchRequest& row : batch.requests) row.step = static_cast<uint64_t>(step);
+    out = &sampler.sample(logits, batch);
+    for (int64_t r = 0; r < logits.num_rows; ++r) ++histograms[r][out->sampled_token_ids[r]];
+  }
+  if (out->full_logprobs.size())
+    io::write_npy_f32((fs::path(options.out_dir) / "full_logprobs.npy").string(), out->full_logprobs.data(),
+                      out->num_rows, logits.vocab_size);
+  std::ofstream json(fs::path(options.out_dir) / "output.json");
+  json << io::output_json(*out, histograms) << '\n';
+  if (!json) throw Error(ErrorCode::internal, options.out_dir + "/output.json: write failed");
+  return 0;
+}
+
+}  // namespace lastmile::cli
