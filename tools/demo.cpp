@@ -1,6 +1,7 @@
 // lastmile CLI — the demo (`lastmile` with no arguments): six requests of an imaginary Llama-3
 // sized model (vocab 128256) decoded for a few steps through RequestBatch, with LLM-shaped logits
 // made in-process: a broad normal body plus a short head of strong candidates per step.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -81,19 +82,19 @@ int run_demo(const DemoOptions& options) {
   std::mt19937_64 rng(7);
   std::vector<float> logits(requests.size() * kVocab);
   std::vector<TokenId> last(requests.size(), -1);
-  double sample_seconds = 0;
+  std::vector<double> step_seconds;
   const SamplerOutput* out = nullptr;
   for (int step = 0; step < options.steps; ++step) {
     fill_logits(rng, last, logits);
     const auto start = std::chrono::steady_clock::now();
     out = &batch.step(LogitsView::f32(logits.data(), batch.size(), kVocab));
-    sample_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     for (size_t r = 0; r < requests.size(); ++r) last[r] = out->sampled_token_ids[r];
   }
 
   std::printf("lastmile %s demo: %zu requests, vocab %lld, fp32 logits, %d steps (RequestBatch)\n\n",
               kVersion, requests.size(), static_cast<long long>(kVocab), options.steps);
-  std::printf("%-10s %-36s %-8s %-9s %s\n", "request", "sampling", "token", "logprob", "top-5 alternatives (id:logprob)");
+  std::printf("last step:\n%-10s %-36s %-8s %-9s %s\n", "request", "sampling", "token", "logprob", "top-5 alternatives (id:logprob)");
   const LogprobsBlock& top = out->logprobs;
   for (size_t r = 0; r < requests.size(); ++r) {
     std::string alternatives;
@@ -117,10 +118,10 @@ int run_demo(const DemoOptions& options) {
               scored.token_ids[5 * scored.width], static_cast<double>(scored.logprobs[5 * scored.width]),
               static_cast<double>(scored.logprobs[5 * scored.width + 1]),
               static_cast<double>(scored.logprobs[5 * scored.width + 2]));
-  const double per_step_us = sample_seconds / options.steps * 1e6;
-  std::printf("\ntiming: %.0f us per step, %.0f us per row (median of nothing: %d steps, backend reference, "
-              "%s threads)\n",
-              per_step_us, per_step_us / static_cast<double>(requests.size()), options.steps,
+  std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
+  const double median_us = step_seconds[step_seconds.size() / 2] * 1e6;
+  std::printf("\ntiming: median %.0f us per step, %.0f us per row, over %d steps (backend reference, %s threads)\n",
+              median_us, median_us / static_cast<double>(requests.size()), options.steps,
               options.threads ? std::to_string(options.threads).c_str() : "all");
   return 0;
 }

@@ -56,6 +56,8 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
     fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
   array.rows = std::stoll(m[1].str());
   array.cols = std::stoll(m[2].str());
+  if (array.rows > INT32_MAX || array.cols > INT32_MAX)
+    fail(name, "shape (" + shape + ") is too large: each dimension must be < 2^31");
   const size_t data_offset = offset + header_len;
   const size_t want = static_cast<size_t>(array.rows) * static_cast<size_t>(array.cols) * array.element_size();
   if (bytes.size() - data_offset != want)

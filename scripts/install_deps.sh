@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what lastmile needs on a fresh Debian 12 (bookworm) machine: the compiler and CMake,
+# the C++ libraries (Debian packages, upstream versions pinned) and numpy for the golden checker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  cmake=3.25.*            # build
+  g++=4:12.*              # C++20 compiler
+  make=4.3*
+  python3                 # runs the golden checker and the CLI error tests
+  librandom123-dev=1.14.* # Philox-4x32-10, the counter-based random stream
+  nlohmann-json3-dev=3.11.* # case.json / output.json in the CLI and tests
+  libcli11-dev=2.1.*      # CLI parsing
+  libgtest-dev=1.12.*     # unit, determinism and statistical tests
+)
+names=()
+for p in "${packages[@]}"; do names+=("${p%%=*}"); done
+missing=()
+for i in "${!names[@]}"; do
+  dpkg-query -W -f='${Status}' "${names[$i]}" 2>/dev/null | grep -q "install ok installed" || missing+=("${packages[$i]}")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "install_deps: apt-get install ${missing[*]}" >&2
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q "numpy==2.1.3"

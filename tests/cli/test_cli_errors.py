@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Malformed input to `lastmile run` gives one clear error line on stderr and exit status 2.
+
+usage: test_cli_errors.py LASTMILE_BINARY
+Each case builds a case folder, runs the CLI, and checks: exit status 2, nothing on stdout,
+exactly one stderr line starting 'lastmile: error: ' and containing the expected text.
+Prints 'N passed, M failed' last.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+BINARY = sys.argv[1]
+GOOD_REQUESTS = [{"temperature": 0.0}, {"temperature": 1.0, "seed": 3}]
+
+
+def make_case(root, case=None, logits=None, raw_case=None, raw_logits=None):
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "case.json"), "w") as f:
+        f.write(raw_case if raw_case is not None else json.dumps(
+            case if case is not None else {"logits_dtype": "float32", "requests": GOOD_REQUESTS}))
+    path = os.path.join(root, "logits.npy")
+    if raw_logits is not None:
+        with open(path, "wb") as f:
+            f.write(raw_logits)
+    else:
+        np.save(path, logits if logits is not None else np.zeros((2, 16), np.float32))
+    return root
+
+
+def npy_bytes(array):
+    import io
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def cases(tmp):
+    good = npy_bytes(np.zeros((2, 16), np.float32))
+    nan_logits = np.zeros((2, 16), np.float32)
+    nan_logits[1, 7] = np.nan
+    inf_logits = np.zeros((2, 16), np.float32)
+    inf_logits[0, 3] = np.inf
+    req = lambda **kw: {"logits_dtype": "float32", "requests": [dict(GOOD_REQUESTS[0], **kw), GOOD_REQUESTS[1]]}
+    yield "missing case folder", [os.path.join(tmp, "nope")], "nope/case.json: cannot open file"
+    yield "invalid JSON", [make_case(f"{tmp}/bad_json", raw_case="{\"requests\": [")], "invalid JSON"
+    yield "JSON not an object", [make_case(f"{tmp}/array", raw_case="[1, 2]")], "top level: expected an object"
+    yield "missing requests", [make_case(f"{tmp}/noreq", case={"logits_dtype": "float32"})], "requests: missing"
+    yield "wrong field type", [make_case(f"{tmp}/type", case=req(top_p="x"))], 'requests[0].top_p: expected a number, got "x"'
+    yield "unknown field", [make_case(f"{tmp}/unknown", case=req(topp=0.5))], "requests[0].topp: unknown request field"
+    yield "bad logit_bias key", [make_case(f"{tmp}/bias_key", case=req(logit_bias={"a": 1.0}))], 'keys must be decimal token ids, got "a"'
+    yield "token id out of range", [make_case(f"{tmp}/oob", case=req(allowed_token_ids=[3, 16]))], "request 0: allowed_token_ids[1] must be in [0, 16), got 16"
+    yield "negative token id", [make_case(f"{tmp}/neg", case=req(output_token_ids=[-1]))], "request 0: output_token_ids[0] must be in [0, 16), got -1"
+    yield "logit_bias out of range", [make_case(f"{tmp}/bias_oob", case=req(logit_bias={"99": 1.0}))], "request 0: logit_bias token_id must be in [0, 16), got 99"
+    yield "parameter out of range", [make_case(f"{tmp}/range", case=req(top_p=1.5))], "request 0: top_p must be in (0, 1], got 1.5"
+    yield "rows != requests", [make_case(f"{tmp}/rows", logits=np.zeros((3, 16), np.float32))], "3 rows for 2 requests"
+    yield "dtype mismatch", [make_case(f"{tmp}/dtype", logits=np.zeros((2, 16), np.float16))], "dtype <f2 does not match logits_dtype float32"
+    yield "unsupported dtype", [make_case(f"{tmp}/f64", logits=np.zeros((2, 16), np.float64))], "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got <f8"
+    yield "3-D logits", [make_case(f"{tmp}/3d", logits=np.zeros((2, 4, 4), np.float32))], "expected 2 dimensions [num_rows, vocab_size]"
+    yield "truncated npy", [make_case(f"{tmp}/trunc", raw_logits=good[:-8])], "bytes, shape (2, 16) of <f4 needs 128"
+    header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }"
+    header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+    huge = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header
+    yield "huge shape", [make_case(f"{tmp}/huge", raw_logits=huge)], "is too large: each dimension must be < 2^31"
+    yield "not npy", [make_case(f"{tmp}/magic", raw_logits=b"hello world, not numpy")], "not a .npy file"
+    yield "empty npy", [make_case(f"{tmp}/empty", raw_logits=b"")], "not a .npy file"
+    yield "NaN logits", [make_case(f"{tmp}/nan", logits=nan_logits)], "row 1: logits contain NaN at token_id 7"
+    yield "+inf logits", [make_case(f"{tmp}/inf", logits=inf_logits)], "row 0: logits contain +inf at token_id 3"
+    yield "bad logprobs mode", [make_case(f"{tmp}/mode"), "--logprobs-mode", "cooked"], 'logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got "cooked"'
+    yield "bad num_logprobs", [make_case(f"{tmp}/num"), "--num-logprobs", "-2"], "batch: num_logprobs must be -1 or in [0, 16], got -2"
+    yield "out folder missing", [make_case(f"{tmp}/out"), "--out-override"], None
+
+
+def main():
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out")
+        os.makedirs(out)
+        for name, args, expected in cases(tmp):
+            if expected is None:  # an unknown flag: CLI11's message, still one line and exit 2
+                cmd = [BINARY, "run", args[0], "--out", out, args[1]]
+            else:
+                cmd = [BINARY, "run", args[0], "--out", out] + args[1:]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            lines = p.stderr.splitlines()
+            problems = []
+            if p.returncode != 2:
+                problems.append(f"exit status {p.returncode}, expected 2")
+            if p.stdout:
+                problems.append(f"stdout not empty: {p.stdout[:200]!r}")
+            if len(lines) != 1 or not lines[0].startswith("lastmile: error: "):
+                problems.append(f"stderr is not one 'lastmile: error:' line: {p.stderr[:400]!r}")
+            elif expected is not None and expected not in lines[0]:
+                problems.append(f"message {lines[0]!r} lacks {expected!r}")
+            if problems:
+                failed += 1
+                print(f"FAIL {name}: {'; '.join(problems)}")
+            else:
+                passed += 1
+                print(f"PASS {name}")
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
