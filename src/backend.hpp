@@ -53,8 +53,8 @@ class Backend {
   // Spec §9.2-9.4: keep the top_k largest values (every tie at the k-th value kept; top_k >= n
   // disables), then, if apply_top_p, mask where the ascending float32 cumulative softmax is
   // <= 1 - top_p, never the largest. Ties are ordered by ascending token id ranking as larger.
-  virtual void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p,
-                                 float top_p, SortScratch scratch) const = 0;
+  virtual void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
+                                 SortScratch scratch) const = 0;
 
   // A draw from softmax(x) by inverse CDF over a uniform u in (0, 1) (DESIGN "Randomness").
   // An all -inf row returns 0, as vLLM's NaN probabilities do.

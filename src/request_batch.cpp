@@ -19,7 +19,7 @@ struct KeptRequest {
   std::vector<TokenId> prompt;
   std::vector<TokenId> output;
   uint64_t seed = 0;
-  std::vector<TokenCount> counts;                 // one entry per distinct token seen
+  std::vector<TokenCount> counts;                  // one entry per distinct token seen
   std::unordered_map<TokenId, uint32_t> count_of;  // token id -> index in counts
 
   TokenCount& count(TokenId id) {
@@ -38,8 +38,8 @@ class RequestBatchImpl {
     if (find(id) >= 0) throw InvalidArgument(who + ": request_id is already in the batch");
     const SamplerConfig& config = sampler_.config();
     if (size() >= config.max_batch)
-      throw InvalidArgument(who + ": the batch is full (max_batch = " +
-                            std::to_string(config.max_batch) + ")");
+      throw InvalidArgument(
+          who + ": the batch is full (max_batch = " + std::to_string(config.max_batch) + ")");
     validate_params(who, params, config.vocab_size);
     validate_token_ids(who, "prompt_token_ids", prompt, config.vocab_size);
     auto request = std::make_unique<KeptRequest>();
@@ -101,8 +101,8 @@ class RequestBatchImpl {
 
   const std::string& request_id(int64_t row) const {
     if (row < 0 || row >= size())
-      throw InvalidArgument("request_id: row must be in [0, " + std::to_string(size()) +
-                            "), got " + std::to_string(row));
+      throw InvalidArgument("request_id: row must be in [0, " + std::to_string(size()) + "), got " +
+                            std::to_string(row));
     return requests_[row]->id;
   }
 
@@ -118,7 +118,8 @@ class RequestBatchImpl {
   }
   int64_t checked_find(std::string_view id) const {
     const int64_t row = find(id);
-    if (row < 0) throw InvalidArgument("request '" + std::string(id) + "': no such request_id in the batch");
+    if (row < 0)
+      throw InvalidArgument("request '" + std::string(id) + "': no such request_id in the batch");
     return row;
   }
 
@@ -142,7 +143,9 @@ void RequestBatch::add(std::string_view request_id, const RequestParams& params,
   impl_->add(request_id, params, prompt_token_ids);
 }
 void RequestBatch::remove(std::string_view request_id) { impl_->remove(request_id); }
-void RequestBatch::reorder(std::span<const std::string> request_ids) { impl_->reorder(request_ids); }
+void RequestBatch::reorder(std::span<const std::string> request_ids) {
+  impl_->reorder(request_ids);
+}
 const SamplerOutput& RequestBatch::step(const LogitsView& logits) { return impl_->step(logits); }
 int64_t RequestBatch::size() const { return impl_->size(); }
 const std::string& RequestBatch::request_id(int64_t row) const { return impl_->request_id(row); }

@@ -27,17 +27,17 @@ RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
 
 // The pipeline for one row (spec §2.1). Steps 1-8; step 9, the output, is the sampler's.
 void run_pipeline(RowStep& row) {
-  capture_raw_logprobs(row);                 // 1  raw modes, before any edit
-  if (!convert_to_float32(row)) return;      // 2  NaN / +inf: reported after the batch
-  apply_allowed_token_ids(row);              // 3
-  apply_bad_words(row);                      // 4
-  apply_min_tokens(row);                     // 5  argmax-changing processors:
-  apply_logit_bias(row);                     //    built-ins, then custom ones
-  apply_custom_processors(row, /*argmax_invariant=*/false);
-  apply_penalties(row);                      // 6
-  sample_tokens(row);                        // 7  greedy, temperature, min_p, top-k/p, draw
-  gather_logprobs(row);                      // 8
-  row.out.sampled[row.row] = row.sampled_token;
+  capture_raw_logprobs(row);             // 1  raw modes, before any edit
+  if (!convert_to_float32(row)) return;  // 2  NaN / +inf: reported after the batch
+  apply_allowed_token_ids(row);          // 3
+  apply_bad_words(row);                  // 4
+  apply_min_tokens(row);                 // 5  argmax-changing processors: built-ins,
+  apply_logit_bias(row);                 //
+  apply_custom_processors(row, false);   //    then custom ones (argmax_invariant = false)
+  apply_penalties(row);                  // 6
+  sample_tokens(row);                    // 7  greedy, temperature, min_p, top-k/p, draw
+  gather_logprobs(row);                  // 8
+  row.out.sampled[row.row] = row.sampled_token;  // 9  the output
 }
 
 }  // namespace
@@ -55,9 +55,12 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
   const BatchRequest& request = batch.requests[row];
   const KeptRowState* state = kept.empty() ? nullptr : &kept[row];
   uint64_t seed = 0;
-  if (request.params.seed) seed = *request.params.seed;
-  else if (state) seed = state->seed;
-  else seed = derive_seed(derive_seed(plan.sampler_seed, plan.call_index), static_cast<uint64_t>(row));
+  if (request.params.seed)
+    seed = *request.params.seed;
+  else if (state)
+    seed = state->seed;
+  else
+    seed = derive_seed(derive_seed(plan.sampler_seed, plan.call_index), static_cast<uint64_t>(row));
   RowScratch& scratch = scratch_[worker];
   RowStep step{plan,
                backend_,
@@ -94,17 +97,18 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
     const size_t element = logits.dtype == DType::f32 ? 4 : 2;
     backend_.convert_row(static_cast<const char*>(row_pointer(logits, row)) + bad * element,
                          logits.dtype, &value, 1);
-    throw InvalidArgument(ErrorCode::invalid_logits,
-                          "row " + std::to_string(row) + ": logits contain " +
-                              (std::isnan(value) ? "NaN" : "+inf") + " at token_id " +
-                              std::to_string(bad));
+    throw InvalidArgument(ErrorCode::invalid_logits, "row " + std::to_string(row) +
+                                                         ": logits contain " +
+                                                         (std::isnan(value) ? "NaN" : "+inf") +
+                                                         " at token_id " + std::to_string(bad));
   }
   return out_.finish(plan);  // 9  the output lives in the workspace
 }
 
 }  // namespace detail
 
-Sampler::Sampler(SamplerConfig config) : impl_(std::make_unique<detail::SamplerImpl>(std::move(config))) {}
+Sampler::Sampler(SamplerConfig config)
+    : impl_(std::make_unique<detail::SamplerImpl>(std::move(config))) {}
 Sampler::~Sampler() = default;
 Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;

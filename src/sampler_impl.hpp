@@ -15,7 +15,7 @@ namespace lastmile::detail {
 
 // What a RequestBatch keeps for a row across steps.
 struct KeptRowState {
-  uint64_t seed = 0;  // used when the request has no seed of its own
+  uint64_t seed = 0;                         // used when the request has no seed of its own
   std::span<const TokenCount> token_counts;  // prompt presence and output counts, sorted by id
 };
 
@@ -36,7 +36,7 @@ class SamplerImpl {
   SamplerConfig config_;
   const Backend& backend_;
   ThreadPool pool_;
-  std::vector<RowScratch> scratch_;  // one per worker
+  std::vector<RowScratch> scratch_;     // one per worker
   std::vector<int64_t> bad_token_ids_;  // per row: first NaN / +inf, or -1
   OutputBuffers out_;
   uint64_t calls_ = 0;

@@ -39,7 +39,8 @@ void validate_config(const SamplerConfig& config) {
   if (config.max_batch < 1)
     fail("config", "max_batch must be >= 1, got " + std::to_string(config.max_batch));
   if (config.threads < 0)
-    fail("config", "threads must be >= 0 (0: hardware concurrency), got " + std::to_string(config.threads));
+    fail("config",
+         "threads must be >= 0 (0: hardware concurrency), got " + std::to_string(config.threads));
   for (size_t i = 0; i < config.logits_processors.size(); ++i)
     if (!config.logits_processors[i])
       fail("config", "logits_processors[" + std::to_string(i) + "] is null");
@@ -56,7 +57,8 @@ void validate_token_ids(const std::string& who, const char* field, std::span<con
 void validate_params(const std::string& who, const RequestParams& p, int64_t vocab_size) {
   check_range(who, "temperature", p.temperature, std::isfinite(p.temperature) && p.temperature >= 0,
               "finite and >= 0");
-  if (p.top_k < -1) fail(who, "top_k must be >= -1 (0 or -1 disables), got " + std::to_string(p.top_k));
+  if (p.top_k < -1)
+    fail(who, "top_k must be >= -1 (0 or -1 disables), got " + std::to_string(p.top_k));
   check_range(who, "top_p", p.top_p, p.top_p > 0 && p.top_p <= 1, "in (0, 1]");
   check_range(who, "min_p", p.min_p, p.min_p >= 0 && p.min_p <= 1, "in [0, 1]");
   check_range(who, "presence_penalty", p.presence_penalty,
@@ -107,10 +109,10 @@ void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerC
                               std::to_string(config.vocab_size) + ", got " +
                               std::to_string(logits.vocab_size));
   if (logits.num_rows < 0 || logits.num_rows > config.max_batch)
-    throw InvalidArgument(ErrorCode::invalid_logits,
-                          "logits: num_rows must be in [0, max_batch = " +
-                              std::to_string(config.max_batch) + "], got " +
-                              std::to_string(logits.num_rows));
+    throw InvalidArgument(
+        ErrorCode::invalid_logits,
+        "logits: num_rows must be in [0, max_batch = " + std::to_string(config.max_batch) +
+            "], got " + std::to_string(logits.num_rows));
   if (logits.row_stride != 0 && logits.row_stride < logits.vocab_size)
     throw InvalidArgument(ErrorCode::invalid_logits,
                           "logits: row_stride must be 0 or >= vocab_size " +

@@ -53,7 +53,8 @@ std::vector<DemoRequest> demo_requests() {
 
 // One step's logits: N(0, 2.5) body, 40 candidates lifted by 6..16, and the request's last
 // token made likely again (so penalties have something to do).
-void fill_logits(std::mt19937_64& rng, std::span<const TokenId> last_tokens, std::vector<float>& logits) {
+void fill_logits(std::mt19937_64& rng, std::span<const TokenId> last_tokens,
+                 std::vector<float>& logits) {
   std::normal_distribution<float> body(0.0f, 2.5f);
   std::uniform_int_distribution<int32_t> token(0, kVocab - 1);
   std::uniform_real_distribution<float> lift(6.0f, 16.0f);
@@ -88,24 +89,29 @@ int run_demo(const DemoOptions& options) {
     fill_logits(rng, last, logits);
     const auto start = std::chrono::steady_clock::now();
     out = &batch.step(LogitsView::f32(logits.data(), batch.size(), kVocab));
-    step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    step_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     for (size_t r = 0; r < requests.size(); ++r) last[r] = out->sampled_token_ids[r];
   }
 
-  std::printf("lastmile %s demo: %zu requests, vocab %lld, fp32 logits, %d steps (RequestBatch)\n\n",
-              kVersion, requests.size(), static_cast<long long>(kVocab), options.steps);
-  std::printf("last step:\n%-10s %-36s %-8s %-9s %s\n", "request", "sampling", "token", "logprob", "top-5 alternatives (id:logprob)");
+  std::printf(
+      "lastmile %s demo: %zu requests, vocab %lld, fp32 logits, %d steps (RequestBatch)\n\n",
+      kVersion, requests.size(), static_cast<long long>(kVocab), options.steps);
+  std::printf("last step:\n%-10s %-36s %-8s %-9s %s\n", "request", "sampling", "token", "logprob",
+              "top-5 alternatives (id:logprob)");
   const LogprobsBlock& top = out->logprobs;
   for (size_t r = 0; r < requests.size(); ++r) {
     std::string alternatives;
     for (int64_t c = 1; c < top.width; ++c) {
       char cell[48];
-      std::snprintf(cell, sizeof cell, "%s%d:%.2f", c > 1 ? " " : "", top.token_ids[r * top.width + c],
+      std::snprintf(cell, sizeof cell, "%s%d:%.2f", c > 1 ? " " : "",
+                    top.token_ids[r * top.width + c],
                     static_cast<double>(top.logprobs[r * top.width + c]));
       alternatives += cell;
     }
-    std::printf("%-10s %-36s %-8d %-9.3f %s\n", requests[r].id, requests[r].what, out->sampled_token_ids[r],
-                static_cast<double>(top.logprobs[r * top.width]), alternatives.c_str());
+    std::printf("%-10s %-36s %-8d %-9.3f %s\n", requests[r].id, requests[r].what,
+                out->sampled_token_ids[r], static_cast<double>(top.logprobs[r * top.width]),
+                alternatives.c_str());
   }
   std::printf("\nhistories:\n");
   for (const DemoRequest& r : requests) {
@@ -115,14 +121,18 @@ int run_demo(const DemoOptions& options) {
   }
   const TokenLogprobsBlock& scored = out->token_logprobs;
   std::printf("\nscoring (explicit ids, last step): token %d: %.3f, id 13: %.3f, id 128000: %.3f\n",
-              scored.token_ids[5 * scored.width], static_cast<double>(scored.logprobs[5 * scored.width]),
+              scored.token_ids[5 * scored.width],
+              static_cast<double>(scored.logprobs[5 * scored.width]),
               static_cast<double>(scored.logprobs[5 * scored.width + 1]),
               static_cast<double>(scored.logprobs[5 * scored.width + 2]));
-  std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2, step_seconds.end());
+  std::nth_element(step_seconds.begin(), step_seconds.begin() + step_seconds.size() / 2,
+                   step_seconds.end());
   const double median_us = step_seconds[step_seconds.size() / 2] * 1e6;
-  std::printf("\ntiming: median %.0f us per step, %.0f us per row, over %d steps (backend reference, %s threads)\n",
-              median_us, median_us / static_cast<double>(requests.size()), options.steps,
-              options.threads ? std::to_string(options.threads).c_str() : "all");
+  std::printf(
+      "\ntiming: median %.0f us per step, %.0f us per row, over %d steps (backend reference, %s "
+      "threads)\n",
+      median_us, median_us / static_cast<double>(requests.size()), options.steps,
+      options.threads ? std::to_string(options.threads).c_str() : "all");
   return 0;
 }
 

@@ -1,7 +1,6 @@
 // lastmile CLI — `lastmile` (the demo), `lastmile run CASE --out OUT` (the golden runner).
 // Every failure is one line on stderr and exit status 2; nothing is allowed to crash.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -11,15 +10,18 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"lastmile: vLLM's V1 sampler in C++ (run with no arguments for a demo)"};
-  app.set_version_flag("--version", std::string("lastmile ") + lastmile::kVersion + " (backend: reference)");
+  app.set_version_flag("--version",
+                       std::string("lastmile ") + lastmile::kVersion + " (backend: reference)");
   app.require_subcommand(0, 1);
 
   lastmile::cli::DemoOptions demo;
   app.add_option("--steps", demo.steps, "demo: decoding steps")->check(CLI::Range(1, 1000));
-  app.add_option("--threads", demo.threads, "worker threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", demo.threads, "worker threads (0: all cores)")
+      ->check(CLI::Range(0, 1024));
 
   lastmile::cli::RunOptions run;
-  CLI::App* run_cmd = app.add_subcommand("run", "sample a golden case folder (the runner contract)");
+  CLI::App* run_cmd =
+      app.add_subcommand("run", "sample a golden case folder (the runner contract)");
   run_cmd->add_option("case_dir", run.case_dir, "folder with case.json and logits.npy")->required();
   run_cmd->add_option("--out", run.out_dir, "folder to write output.json into")->required();
   run_cmd->add_option("--logprobs-mode", run.logprobs_mode,
@@ -28,7 +30,8 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run_cmd->add_option("--repeat", run.repeat, "steps on the same logits; writes histograms")
       ->check(CLI::Range(1, 10000000));
-  run_cmd->add_option("--threads", run.threads, "worker threads (0: all cores)")->check(CLI::Range(0, 1024));
+  run_cmd->add_option("--threads", run.threads, "worker threads (0: all cores)")
+      ->check(CLI::Range(0, 1024));
 
   try {
     app.parse(argc, argv);

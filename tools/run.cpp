@@ -42,8 +42,8 @@ int run_case(const RunOptions& options) {
     for (int64_t r = 0; r < logits.num_rows; ++r) ++histograms[r][out->sampled_token_ids[r]];
   }
   if (out->full_logprobs.size())
-    io::write_npy_f32((fs::path(options.out_dir) / "full_logprobs.npy").string(), out->full_logprobs.data(),
-                      out->num_rows, logits.vocab_size);
+    io::write_npy_f32((fs::path(options.out_dir) / "full_logprobs.npy").string(),
+                      out->full_logprobs.data(), out->num_rows, logits.vocab_size);
   std::ofstream json(fs::path(options.out_dir) / "output.json");
   json << io::output_json(*out, histograms) << '\n';
   if (!json) throw Error(ErrorCode::internal, options.out_dir + "/output.json: write failed");

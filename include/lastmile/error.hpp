@@ -12,7 +12,7 @@ enum class ErrorCode {
   invalid_logits,    // logits of the wrong shape or dtype, or holding NaN / +inf
   unsupported,       // a valid request this build cannot serve
   out_of_memory,
-  internal,          // a broken invariant inside lastmile: a bug, please report it
+  internal,  // a broken invariant inside lastmile: a bug, please report it
 };
 
 // Every exception lastmile throws. Messages name who, what, the rule and the value, e.g.

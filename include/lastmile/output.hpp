@@ -10,7 +10,7 @@ namespace lastmile {
 
 // A [num_rows, width] block of logprobs, row-major, read from the active logprobs mode.
 struct LogprobsBlock {
-  int64_t width = 0;                 // columns per row
+  int64_t width = 0;                   // columns per row
   std::span<const TokenId> token_ids;  // [num_rows * width]; column 0 is the sampled token
   std::span<const float> logprobs;     // [num_rows * width]
   std::span<const int64_t> ranks;      // [num_rows]: count of row entries >= the sampled token's

@@ -22,8 +22,13 @@ class RequestBatchImpl;
 // `request_id(i)`. Penalty counts are kept incrementally: a step costs O(distinct tokens seen)
 // for penalties, not O(history). Results equal `Sampler::sample` on the same histories.
 // Example:
-//   lastmile::RequestBatch batch({.vocab_size = 128256, .max_batch = 64});
-//   batch.add("a", {.temperature = 0.8f, .top_k = 50}, prompt_ids);
+//   lastmile::SamplerConfig config;
+//   config.vocab_size = 128256;
+//   config.max_batch = 64;
+//   lastmile::RequestBatch batch(config);
+//   lastmile::RequestParams params;
+//   params.top_k = 50;
+//   batch.add("a", params, prompt_ids);
 //   const auto& out = batch.step(lastmile::LogitsView::f32(logits, batch.size(), 128256));
 class RequestBatch {
  public:

@@ -20,17 +20,21 @@ struct SamplerConfig {
   int64_t vocab_size = 0;  // logits width; every token id must be in [0, vocab_size)
   int64_t max_batch = 1;   // rows per call, at most
   LogprobsMode logprobs_mode = LogprobsMode::raw_logprobs;
-  int threads = 0;        // 0: hardware concurrency; results never depend on it
-  uint64_t seed = 0;      // seeds of requests without their own
+  int threads = 0;    // 0: hardware concurrency; results never depend on it
+  uint64_t seed = 0;  // seeds of requests without their own
   std::vector<std::shared_ptr<const LogitsProcessor>> logits_processors;  // run in list order
 };
 
 // Samples one token per logits row and gathers the logprobs the batch asks for.
 // Not thread-safe: one thread calls `sample` at a time (the sampler runs its own threads).
 // Example:
-//   lastmile::Sampler sampler({.vocab_size = 32000, .max_batch = 8});
+//   lastmile::SamplerConfig config;
+//   config.vocab_size = 32000;
+//   lastmile::Sampler sampler(config);
 //   lastmile::Batch batch;
-//   batch.requests.push_back({.params = {.temperature = 0.7f, .top_p = 0.9f, .seed = 42}});
+//   lastmile::BatchRequest& request = batch.requests.emplace_back();
+//   request.params.top_p = 0.9f;
+//   request.params.seed = 42;
 //   const auto& out = sampler.sample(lastmile::LogitsView::f32(logits, 1, 32000), batch);
 //   int32_t token = out.sampled_token_ids[0];
 class Sampler {

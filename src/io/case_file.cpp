@@ -5,9 +5,8 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "lastmile/error.hpp"
 
@@ -46,7 +45,8 @@ class Reader {
   std::vector<TokenId> tokens(const json& v, const std::string& where) const {
     expect(v, v.is_array(), where, "an array of token ids");
     std::vector<TokenId> ids;
-    for (size_t i = 0; i < v.size(); ++i) ids.push_back(token(v[i], where + "[" + std::to_string(i) + "]"));
+    for (size_t i = 0; i < v.size(); ++i)
+      ids.push_back(token(v[i], where + "[" + std::to_string(i) + "]"));
     return ids;
   }
 
@@ -60,18 +60,30 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
   std::vector<TokenId> prompt, output, spec;
   for (const auto& [key, v] : j.items()) {
     const std::string at = where + "." + key;
-    if (key == "temperature") p.temperature = r.number(v, at);
-    else if (key == "top_k") p.top_k = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
-    else if (key == "top_p") p.top_p = r.number(v, at);
-    else if (key == "min_p") p.min_p = r.number(v, at);
-    else if (key == "presence_penalty") p.presence_penalty = r.number(v, at);
-    else if (key == "frequency_penalty") p.frequency_penalty = r.number(v, at);
-    else if (key == "repetition_penalty") p.repetition_penalty = r.number(v, at);
-    else if (key == "min_tokens") p.min_tokens = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
-    else if (key == "stop_token_ids") p.stop_token_ids = r.tokens(v, at);
-    else if (key == "prompt_token_ids") prompt = r.tokens(v, at);
-    else if (key == "output_token_ids") output = r.tokens(v, at);
-    else if (key == "spec_token_ids") spec = r.tokens(v, at);
+    if (key == "temperature")
+      p.temperature = r.number(v, at);
+    else if (key == "top_k")
+      p.top_k = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
+    else if (key == "top_p")
+      p.top_p = r.number(v, at);
+    else if (key == "min_p")
+      p.min_p = r.number(v, at);
+    else if (key == "presence_penalty")
+      p.presence_penalty = r.number(v, at);
+    else if (key == "frequency_penalty")
+      p.frequency_penalty = r.number(v, at);
+    else if (key == "repetition_penalty")
+      p.repetition_penalty = r.number(v, at);
+    else if (key == "min_tokens")
+      p.min_tokens = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
+    else if (key == "stop_token_ids")
+      p.stop_token_ids = r.tokens(v, at);
+    else if (key == "prompt_token_ids")
+      prompt = r.tokens(v, at);
+    else if (key == "output_token_ids")
+      output = r.tokens(v, at);
+    else if (key == "spec_token_ids")
+      spec = r.tokens(v, at);
     else if (key == "seed") {
       if (!v.is_null()) p.seed = static_cast<uint64_t>(r.integer(v, at, INT64_MIN, INT64_MAX));
     } else if (key == "allowed_token_ids") {
@@ -137,16 +149,22 @@ LogprobsMode parse_logprobs_mode(const std::string& text) {
   if (text == "raw_logits") return LogprobsMode::raw_logits;
   if (text == "processed_logprobs") return LogprobsMode::processed_logprobs;
   if (text == "processed_logits") return LogprobsMode::processed_logits;
-  throw InvalidArgument("logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
-                        "processed_logits, got \"" + text + "\"");
+  throw InvalidArgument(
+      "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
+      "processed_logits, got \"" +
+      text + "\"");
 }
 
 const char* logprobs_mode_name(LogprobsMode mode) {
   switch (mode) {
-    case LogprobsMode::raw_logprobs: return "raw_logprobs";
-    case LogprobsMode::raw_logits: return "raw_logits";
-    case LogprobsMode::processed_logprobs: return "processed_logprobs";
-    case LogprobsMode::processed_logits: return "processed_logits";
+    case LogprobsMode::raw_logprobs:
+      return "raw_logprobs";
+    case LogprobsMode::raw_logits:
+      return "raw_logits";
+    case LogprobsMode::processed_logprobs:
+      return "processed_logprobs";
+    case LogprobsMode::processed_logits:
+      return "processed_logits";
   }
   return "?";
 }
@@ -166,7 +184,8 @@ Case parse_case(const std::string& json_text, const std::string& name) {
     if (key == "logits_dtype") {
       r.expect(v, v.is_string(), key, "a string");
       c.logits_dtype = v.get<std::string>();
-      if (c.logits_dtype != "float32" && c.logits_dtype != "float16" && c.logits_dtype != "bfloat16")
+      if (c.logits_dtype != "float32" && c.logits_dtype != "float16" &&
+          c.logits_dtype != "bfloat16")
         r.fail(key, "expected float32, float16 or bfloat16, got " + v.dump());
     } else if (key == "logprobs_mode") {
       r.expect(v, v.is_string(), key, "a string");
@@ -176,13 +195,15 @@ Case parse_case(const std::string& json_text, const std::string& name) {
         r.fail(key, e.what());
       }
     } else if (key == "max_num_logprobs") {
-      if (!v.is_null()) c.num_logprobs = static_cast<int32_t>(r.integer(v, key, INT32_MIN, INT32_MAX));
+      if (!v.is_null())
+        c.num_logprobs = static_cast<int32_t>(r.integer(v, key, INT32_MIN, INT32_MAX));
     } else if (key == "predict_bonus_token") {
       r.expect(v, v.is_boolean(), key, "true or false");
       c.predict_bonus_token = v.get<bool>();
     } else if (key == "requests") {
       r.expect(v, v.is_array(), key, "an array of requests");
-      for (size_t i = 0; i < v.size(); ++i) read_request(r, v[i], "requests[" + std::to_string(i) + "]", c);
+      for (size_t i = 0; i < v.size(); ++i)
+        read_request(r, v[i], "requests[" + std::to_string(i) + "]", c);
       has_requests = true;
     } else {
       r.fail(key, "unknown case field");
@@ -216,21 +237,27 @@ Batch Case::batch() const {
 }
 
 LogitsView logits_view(const NpyArray& logits, const Case& c, const std::string& name) {
-  const char* want = c.logits_dtype == "float32" ? "<f4" : c.logits_dtype == "float16" ? "<f2" : "<u2";
+  const char* want = c.logits_dtype == "float32"   ? "<f4"
+                     : c.logits_dtype == "float16" ? "<f2"
+                                                   : "<u2";
   if (logits.descr != want)
-    throw InvalidArgument(ErrorCode::invalid_logits, name + ": dtype " + logits.descr +
-                                                         " does not match logits_dtype " + c.logits_dtype +
-                                                         " (expected " + want + ")");
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          name + ": dtype " + logits.descr + " does not match logits_dtype " +
+                              c.logits_dtype + " (expected " + want + ")");
   if (logits.rows != static_cast<int64_t>(c.params.size()))
     throw InvalidArgument(ErrorCode::invalid_logits,
                           name + ": " + std::to_string(logits.rows) + " rows for " +
                               std::to_string(c.params.size()) + " requests");
-  if (logits.cols < 1) throw InvalidArgument(ErrorCode::invalid_logits, name + ": vocab_size must be >= 1, got 0");
-  const DType dtype = c.logits_dtype == "float32" ? DType::f32 : c.logits_dtype == "float16" ? DType::f16 : DType::bf16;
+  if (logits.cols < 1)
+    throw InvalidArgument(ErrorCode::invalid_logits, name + ": vocab_size must be >= 1, got 0");
+  const DType dtype = c.logits_dtype == "float32"   ? DType::f32
+                      : c.logits_dtype == "float16" ? DType::f16
+                                                    : DType::bf16;
   return {logits.data.data(), logits.rows, logits.cols, logits.cols, dtype};
 }
 
-std::string output_json(const SamplerOutput& out, const std::vector<std::map<TokenId, int64_t>>& histograms) {
+std::string output_json(const SamplerOutput& out,
+                        const std::vector<std::map<TokenId, int64_t>>& histograms) {
   json j;
   j["sampled"] = std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
   if (out.logprobs.present()) j["logprobs"] = block_json(out.logprobs, out.num_rows);

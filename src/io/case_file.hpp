@@ -39,6 +39,7 @@ const char* logprobs_mode_name(LogprobsMode mode);
 LogitsView logits_view(const NpyArray& logits, const Case& c, const std::string& name);
 
 // output.json of the runner contract. histograms: one token -> count map per row, or empty.
-std::string output_json(const SamplerOutput& out, const std::vector<std::map<TokenId, int64_t>>& histograms);
+std::string output_json(const SamplerOutput& out,
+                        const std::vector<std::map<TokenId, int64_t>>& histograms);
 
 }  // namespace lastmile::io

@@ -37,7 +37,8 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
     offset = 10;
   } else if (major == 2 || major == 3) {
     if (bytes.size() < 12) fail(name, "truncated npy header");
-    header_len = bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
+    header_len =
+        bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
     offset = 12;
   } else {
     fail(name, "unsupported npy version " + std::to_string(major));
@@ -47,7 +48,8 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
   NpyArray array;
   array.descr = header_field(name, header, "descr", "'([^']*)'");
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
-    fail(name, "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " + array.descr);
+    fail(name,
+         "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " + array.descr);
   if (header_field(name, header, "fortran_order", "(True|False)") != "False")
     fail(name, "fortran_order arrays are not supported");
   const std::string shape = header_field(name, header, "shape", "\\(([^)]*)\\)");
@@ -59,7 +61,8 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
   if (array.rows > INT32_MAX || array.cols > INT32_MAX)
     fail(name, "shape (" + shape + ") is too large: each dimension must be < 2^31");
   const size_t data_offset = offset + header_len;
-  const size_t want = static_cast<size_t>(array.rows) * static_cast<size_t>(array.cols) * array.element_size();
+  const size_t want =
+      static_cast<size_t>(array.rows) * static_cast<size_t>(array.cols) * array.element_size();
   if (bytes.size() - data_offset != want)
     fail(name, "data holds " + std::to_string(bytes.size() - data_offset) + " bytes, shape (" +
                    std::to_string(array.rows) + ", " + std::to_string(array.cols) + ") of " +
@@ -71,24 +74,33 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open file");
-  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                         std::istreambuf_iterator<char>());
   return parse_npy(path, bytes);
 }
 
 void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
-                       ", " + std::to_string(cols) + "), }";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
   std::ofstream out(path, std::ios::binary);
   if (!out) throw Error(ErrorCode::internal, path + ": cannot open file for writing");
-  const unsigned char preamble[] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+  const unsigned char preamble[] = {0x93,
+                                    'N',
+                                    'U',
+                                    'M',
+                                    'P',
+                                    'Y',
+                                    1,
+                                    0,
                                     static_cast<unsigned char>(header.size() & 0xff),
                                     static_cast<unsigned char>(header.size() >> 8)};
   out.write(reinterpret_cast<const char*>(preamble), sizeof preamble);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(rows * cols * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(data),
+            static_cast<std::streamsize>(rows * cols * sizeof(float)));
   if (!out) throw Error(ErrorCode::internal, path + ": write failed");
 }
 

@@ -26,10 +26,12 @@ BatchPlan plan_batch(const Batch& batch, int64_t vocab_size, LogprobsMode defaul
     plan.any_penalties = plan.any_penalties || p.presence_penalty != 0.0f ||
                          p.frequency_penalty != 0.0f || p.repetition_penalty != 1.0f;
     if (p.logprob_token_ids)
-      longest_token_list = std::max(longest_token_list, static_cast<int64_t>(p.logprob_token_ids->size()));
+      longest_token_list =
+          std::max(longest_token_list, static_cast<int64_t>(p.logprob_token_ids->size()));
     if (derive_num_logprobs && p.logprobs) {
       const int32_t n = *p.logprobs;
-      plan.num_logprobs = (n == -1 || plan.num_logprobs == -1) ? -1 : std::max(plan.num_logprobs.value_or(0), n);
+      plan.num_logprobs =
+          (n == -1 || plan.num_logprobs == -1) ? -1 : std::max(plan.num_logprobs.value_or(0), n);
     }
   }
   plan.token_logprobs_width = longest_token_list + 1;

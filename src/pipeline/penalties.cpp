@@ -23,8 +23,10 @@ std::span<const TokenCount> count_tokens(RowStep& row) {
   for (int64_t key : keys) {
     const auto id = static_cast<TokenId>(key / 2);
     if (counts.empty() || counts.back().token_id != id) counts.push_back({id, 0, false});
-    if (key % 2) ++counts.back().output_count;
-    else counts.back().in_prompt = true;
+    if (key % 2)
+      ++counts.back().output_count;
+    else
+      counts.back().in_prompt = true;
   }
   return counts;
 }
@@ -36,7 +38,8 @@ void apply_penalties(RowStep& row) {
   const RequestParams& p = row.params();
   if (p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f)
     return;
-  const std::span<const TokenCount> counts = row.has_kept_counts ? row.kept_counts : count_tokens(row);
+  const std::span<const TokenCount> counts =
+      row.has_kept_counts ? row.kept_counts : count_tokens(row);
   row.backend.apply_penalties(row.logits.data(), counts, p.repetition_penalty, p.frequency_penalty,
                               p.presence_penalty);
 }

@@ -22,11 +22,11 @@ const void* row_pointer(const LogitsView& logits, int64_t row);
 
 // Scratch owned by one worker thread: two float32 rows and room to sort one; grows, never shrinks.
 struct RowScratch {
-  std::vector<float> logits;     // the working row, edited in place by steps 2-7
-  std::vector<float> raw;        // the raw-mode snapshot of step 1
+  std::vector<float> logits;  // the working row, edited in place by steps 2-7
+  std::vector<float> raw;     // the raw-mode snapshot of step 1
   std::vector<float> sort_values;
   std::vector<int32_t> sort_ids;
-  std::vector<float> saved;      // allowed ids' values while the row is masked
+  std::vector<float> saved;  // allowed ids' values while the row is masked
   std::vector<TokenCount> token_counts;
   std::vector<int64_t> history_keys;  // token_id * 2 + (1 if output), for counting
 
@@ -39,7 +39,9 @@ struct History {
   std::span<const TokenId> drafts;
 
   size_t size() const { return output.size() + drafts.size(); }
-  TokenId operator[](size_t i) const { return i < output.size() ? output[i] : drafts[i - output.size()]; }
+  TokenId operator[](size_t i) const {
+    return i < output.size() ? output[i] : drafts[i - output.size()];
+  }
 };
 
 // A row's sampling parameters after greedy normalisation (spec §12.1): greedy rows have top_k,
@@ -59,7 +61,7 @@ struct RowStep {
   const BatchRequest& request;
   int64_t row;
   RowSampling sampling;
-  uint64_t seed;                      // the request's stream key
+  uint64_t seed;                            // the request's stream key
   std::span<const TokenCount> kept_counts;  // penalty counts kept by a RequestBatch, if any
   bool has_kept_counts;
   RowScratch& scratch;

@@ -5,16 +5,16 @@
 
 namespace lastmile::detail {
 
-void capture_raw_logprobs(RowStep& row);                   // 1  raw modes, before any edit
-bool convert_to_float32(RowStep& row);                     // 2  false: NaN / +inf in the row
-void apply_allowed_token_ids(RowStep& row);                // 3
-void apply_bad_words(RowStep& row);                        // 4
-void apply_min_tokens(RowStep& row);                       // 5  argmax-changing processors...
-void apply_logit_bias(RowStep& row);                       //    ...
+void capture_raw_logprobs(RowStep& row);     // 1  raw modes, before any edit
+bool convert_to_float32(RowStep& row);       // 2  false: NaN / +inf in the row
+void apply_allowed_token_ids(RowStep& row);  // 3
+void apply_bad_words(RowStep& row);          // 4
+void apply_min_tokens(RowStep& row);         // 5  argmax-changing processors...
+void apply_logit_bias(RowStep& row);         //    ...
 void apply_custom_processors(RowStep& row, bool argmax_invariant);  // 5 and 7c
-void apply_penalties(RowStep& row);                        // 6
-void sample_tokens(RowStep& row);                          // 7
-void gather_logprobs(RowStep& row);                        // 8
+void apply_penalties(RowStep& row);                                 // 6
+void sample_tokens(RowStep& row);                                   // 7
+void gather_logprobs(RowStep& row);                                 // 8
 
 // Step 7's parts (spec §8, §9), called by sample_tokens.
 void take_greedy_token(RowStep& row);

@@ -12,7 +12,8 @@ namespace lastmile::detail {
 // interval (0, 1) by (k + 0.5) / 2^53, so neither 0 nor 1 is ever drawn.
 inline double uniform_open(uint64_t seed, uint64_t step) {
   r123::Philox4x32 philox;
-  const r123::Philox4x32::key_type key = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
+  const r123::Philox4x32::key_type key = {
+      {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   const r123::Philox4x32::ctr_type counter = {
       {static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), 0u, 0u}};
   const r123::Philox4x32::ctr_type bits = philox(counter, key);

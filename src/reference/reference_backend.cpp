@@ -14,7 +14,9 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-bool is_nan_or_pos_inf(float v) { return std::isnan(v) || v == std::numeric_limits<float>::infinity(); }
+bool is_nan_or_pos_inf(float v) {
+  return std::isnan(v) || v == std::numeric_limits<float>::infinity();
+}
 
 // Sum of exp(x - max) in double: exact enough that float32 rounding decides nothing.
 double sum_exp(const float* x, int64_t n, float max) {
@@ -32,9 +34,15 @@ class ReferenceBackend final : public Backend {
     int64_t bad = -1;
     for (int64_t i = 0; i < n; ++i) {
       switch (dtype) {
-        case DType::f32: dst[i] = static_cast<const float*>(src)[i]; break;
-        case DType::f16: dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]); break;
-        case DType::bf16: dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]); break;
+        case DType::f32:
+          dst[i] = static_cast<const float*>(src)[i];
+          break;
+        case DType::f16:
+          dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+          break;
+        case DType::bf16:
+          dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+          break;
       }
       if (bad < 0 && is_nan_or_pos_inf(dst[i])) bad = i;
     }
@@ -76,9 +84,8 @@ class ReferenceBackend final : public Backend {
     int32_t* order = scratch.ids.data();
     std::iota(order, order + n, 0);
     // Ascending by value; among equal values the larger id first, so lower ids rank as larger.
-    std::sort(order, order + n, [x](int32_t a, int32_t b) {
-      return x[a] < x[b] || (x[a] == x[b] && a > b);
-    });
+    std::sort(order, order + n,
+              [x](int32_t a, int32_t b) { return x[a] < x[b] || (x[a] == x[b] && a > b); });
     float* sorted = scratch.values.data();
     for (int64_t i = 0; i < n; ++i) sorted[i] = x[order[i]];
     if (top_k < n) {
@@ -91,7 +98,7 @@ class ReferenceBackend final : public Backend {
       if (max != kNegInf) {
         const float inv_sum = static_cast<float>(1.0 / sum_exp(sorted, n, max));
         const float cut = 1.0f - top_p;  // float32 on purpose: vLLM's rounding decides the cut
-        double cumulative = 0.0;          // torch's CPU cumsum: double accumulator, float32 result
+        double cumulative = 0.0;         // torch's CPU cumsum: double accumulator, float32 result
         for (int64_t i = 0; i + 1 < n; ++i) {
           cumulative += std::exp(sorted[i] - max) * inv_sum;
           if (static_cast<float>(cumulative) <= cut) sorted[i] = kNegInf;
@@ -138,9 +145,8 @@ class ReferenceBackend final : public Backend {
              SortScratch scratch) const override {
     int32_t* order = scratch.ids.data();
     std::iota(order, order + n, 0);
-    std::partial_sort(order, order + k, order + n, [x](int32_t a, int32_t b) {
-      return x[a] > x[b] || (x[a] == x[b] && a < b);
-    });
+    std::partial_sort(order, order + k, order + n,
+                      [x](int32_t a, int32_t b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
     for (int64_t i = 0; i < k; ++i) {
       ids[i] = order[i];
       values[i] = x[order[i]];

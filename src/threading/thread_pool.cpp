@@ -18,7 +18,8 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::drain(int worker) {
-  for (int64_t i = next_.fetch_add(1); i < num_tasks_; i = next_.fetch_add(1)) call_(task_, i, worker);
+  for (int64_t i = next_.fetch_add(1); i < num_tasks_; i = next_.fetch_add(1))
+    call_(task_, i, worker);
 }
 
 void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call) {

@@ -1,7 +1,6 @@
 // A user's program: samples one greedy row through the installed lastmile.
-#include <lastmile/lastmile.hpp>
-
 #include <cstdio>
+#include <lastmile/lastmile.hpp>
 #include <vector>
 
 int main() {
