@@ -25,6 +25,8 @@ RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
   return {false, p.temperature, top_k, p.top_p, p.min_p};
 }
 
+void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_token; }
+
 // The pipeline for one row (spec §2.1). Steps 1-8; step 9, the output, is the sampler's.
 void run_pipeline(RowStep& row) {
   capture_raw_logprobs(row);             // 1  raw modes, before any edit
@@ -37,7 +39,7 @@ void run_pipeline(RowStep& row) {
   apply_penalties(row);                  // 6
   sample_tokens(row);                    // 7  greedy, temperature, min_p, top-k/p, draw
   gather_logprobs(row);                  // 8
-  row.out.sampled[row.row] = row.sampled_token;  // 9  the output
+  store_sampled_token(row);              // 9  the output
 }
 
 }  // namespace

@@ -151,6 +151,16 @@ inline void expect_near_row(std::span<const float> actual, const std::vector<dou
   }
 }
 
+// A float32 logit x with std::exp(x) == ratio exactly (ratio in (0, 1]), so that softmax ratios to
+// a max logit of 0 are exactly the given floats (the tests' way to get exact probabilities).
+inline float exact_log(float ratio) {
+  float x = static_cast<float>(std::log(static_cast<double>(ratio)));
+  for (int i = 0; i < 8 && std::exp(x) != ratio; ++i)
+    x = std::nextafter(x, std::exp(x) < ratio ? 1.0f : -1.0f);
+  EXPECT_EQ(std::exp(x), ratio) << "test construction: no exact log for " << ratio;
+  return x;
+}
+
 // Deterministic pseudo-random logits in [lo, hi) (a 64-bit LCG: no library dependency).
 inline std::vector<float> lcg_logits(size_t n, uint64_t seed, float lo = -4.0f, float hi = 4.0f) {
   std::vector<float> out(n);
