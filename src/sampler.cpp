@@ -27,7 +27,7 @@ RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
 
 void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_token; }
 
-// The pipeline for one row (spec §2.1). Steps 1-8; step 9, the output, is the sampler's.
+// The pipeline for one row (spec §2.1), steps 1-9. Rows are independent: any thread, any order.
 void run_pipeline(RowStep& row) {
   capture_raw_logprobs(row);             // 1  raw modes, before any edit
   if (!convert_to_float32(row)) return;  // 2  NaN / +inf: reported after the batch

@@ -25,7 +25,8 @@ struct BatchRequest {
 struct Batch {
   std::vector<BatchRequest> requests;  // requests[i] describes logits row i
   // vLLM's max_num_logprobs: -1 the full [rows, vocab] matrix; N >= 0 top-N plus the sampled
-  // token. nullopt: the largest requests[i].params.logprobs (-1 wins), or none if none asks.
+  // token. nullopt: the largest requests[i].params.logprobs, a request's -1 counting as
+  // vocab_size (top-N of every token, as vLLM), or none if no request asks.
   std::optional<int32_t> num_logprobs;
   // Draft tokens count as history for penalties and bad words (spec §2.2).
   bool predict_bonus_token = false;

@@ -34,7 +34,7 @@ struct RequestParams {
   int32_t min_tokens = 0;               // >= 0; stop ids are banned while len(output) < min_tokens
   std::vector<TokenId> stop_token_ids;  // include EOS here: lastmile has no tokenizer
   std::optional<uint64_t> seed;         // nullopt: a seed derived from the sampler's seed
-  std::optional<int32_t> logprobs;      // top-N count: nullopt, -1 (full row) or 0..vocab_size
+  std::optional<int32_t> logprobs;      // top-N count: nullopt, 0..vocab_size, or -1 (= vocab_size)
   std::optional<std::vector<TokenId>> logprob_token_ids;  // explicit ids to score, at most 128
 
   bool is_greedy() const { return temperature < kGreedyTemperatureEps; }

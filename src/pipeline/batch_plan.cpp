@@ -29,9 +29,10 @@ BatchPlan plan_batch(const Batch& batch, int64_t vocab_size, LogprobsMode defaul
       longest_token_list =
           std::max(longest_token_list, static_cast<int64_t>(p.logprob_token_ids->size()));
     if (derive_num_logprobs && p.logprobs) {
-      const int32_t n = *p.logprobs;
-      plan.num_logprobs =
-          (n == -1 || plan.num_logprobs == -1) ? -1 : std::max(plan.num_logprobs.value_or(0), n);
+      // A request's -1 means every token, top-N with N = vocab_size (spec §1.3 step 6); only a
+      // batch-level -1 asks for the unsorted full matrix.
+      const int32_t n = *p.logprobs == -1 ? static_cast<int32_t>(vocab_size) : *p.logprobs;
+      plan.num_logprobs = std::max(plan.num_logprobs.value_or(0), n);
     }
   }
   plan.token_logprobs_width = longest_token_list + 1;

@@ -27,7 +27,8 @@ TEST(AllowedTokenIds, RowsWithoutAListAreUntouched) {
   const Row plain = row_with(greedy_params());
   std::vector<float> logits = kLogits;
   logits.insert(logits.end(), kLogits.begin(), kLogits.end());
-  const std::vector<float> full = full_matrix(8, logits, {listed, plain}, LogprobsMode::processed_logits);
+  const std::vector<float> full =
+      full_matrix(8, logits, {listed, plain}, LogprobsMode::processed_logits);
   const std::vector<float> row0 = slice(full, 0, 8);
   const std::vector<float> row1 = slice(full, 1, 8);
   EXPECT_EQ(row0, (std::vector<float>{-kInf, 3.0f, -kInf, -kInf, -kInf, -kInf, -kInf, -kInf}));

@@ -11,7 +11,8 @@ constexpr int64_t kVocab = 128;
 std::vector<float> flat_logits() { return std::vector<float>(kVocab, 0.5f); }
 
 // The processed (all-greedy, step 6) row for a greedy request with this history and these words.
-std::vector<float> after_bad_words(std::vector<TokenId> output, std::vector<std::vector<TokenId>> words,
+std::vector<float> after_bad_words(std::vector<TokenId> output,
+                                   std::vector<std::vector<TokenId>> words,
                                    std::vector<TokenId> prompt = {}, std::vector<TokenId> spec = {},
                                    bool predict_bonus_token = false) {
   Row row = row_with(greedy_params());
@@ -53,7 +54,8 @@ TEST(BadWords, MismatchedPrefixBansNothing) {  // A.6
 }
 
 TEST(BadWords, WordLongerThanHistoryPlusOneIsSkippedEvenIfThePromptCompletesIt) {  // A.6
-  EXPECT_EQ(banned(after_bad_words({20}, {{10, 20, 30}}, /*prompt=*/{7, 10})), std::vector<TokenId>{});
+  EXPECT_EQ(banned(after_bad_words({20}, {{10, 20, 30}}, /*prompt=*/{7, 10})),
+            std::vector<TokenId>{});
 }
 
 TEST(BadWords, WordExactlyHistoryPlusOneLongMatches) {
@@ -82,8 +84,10 @@ TEST(BadWords, DraftsCountOnlyWhenPredictingTheBonusToken) {  // §2.2
   EXPECT_EQ(banned(after_bad_words({10}, {{10, 20, 30}}, {}, /*spec=*/{20}, false)),
             std::vector<TokenId>{});
   // Without predicting the bonus token, [10] alone completes [10, 31].
-  EXPECT_EQ(banned(after_bad_words({10}, {{10, 31}}, {}, /*spec=*/{20}, false)), std::vector<TokenId>{31});
-  EXPECT_EQ(banned(after_bad_words({10}, {{10, 31}}, {}, /*spec=*/{20}, true)), std::vector<TokenId>{});
+  EXPECT_EQ(banned(after_bad_words({10}, {{10, 31}}, {}, /*spec=*/{20}, false)),
+            std::vector<TokenId>{31});
+  EXPECT_EQ(banned(after_bad_words({10}, {{10, 31}}, {}, /*spec=*/{20}, true)),
+            std::vector<TokenId>{});
 }
 
 TEST(BadWords, BannedTokenIsNotSampledGreedily) {
@@ -101,7 +105,8 @@ TEST(BadWords, WordsApplyOnlyToTheirOwnRow) {
   with_words.params.bad_words_token_ids = {{5}};
   const Row without = row_with(greedy_params());
   std::vector<float> logits(2 * kVocab, 0.5f);
-  const std::vector<float> full = full_matrix(kVocab, logits, {with_words, without}, LogprobsMode::processed_logits);
+  const std::vector<float> full =
+      full_matrix(kVocab, logits, {with_words, without}, LogprobsMode::processed_logits);
   EXPECT_EQ(banned(slice(full, 0, kVocab)), std::vector<TokenId>{5});
   EXPECT_EQ(banned(slice(full, 1, kVocab)), std::vector<TokenId>{});
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -57,7 +58,8 @@ inline Row row_with(const RequestParams& params) {
 }
 
 // Builds a Batch whose spans view `rows` (which must outlive the batch).
-inline Batch make_batch(const std::vector<Row>& rows, std::optional<int32_t> num_logprobs = std::nullopt,
+inline Batch make_batch(const std::vector<Row>& rows,
+                        std::optional<int32_t> num_logprobs = std::nullopt,
                         bool predict_bonus_token = false) {
   Batch batch;
   for (const Row& r : rows) {
@@ -90,24 +92,27 @@ inline std::vector<float> full_matrix(int64_t vocab_size, const std::vector<floa
   const auto num_rows = static_cast<int64_t>(rows.size());
   Sampler sampler(make_config(vocab_size, num_rows, mode));
   const Batch batch = make_batch(rows, -1, predict_bonus_token);
-  const SamplerOutput& out = sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
+  const SamplerOutput& out =
+      sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
   return {out.full_logprobs.begin(), out.full_logprobs.end()};
 }
 
 // The processed_logits row of a one-row batch.
 inline std::vector<float> processed_logits(const std::vector<float>& logits, const Row& row,
                                            bool predict_bonus_token = false) {
-  return full_matrix(static_cast<int64_t>(logits.size()), logits, {row}, LogprobsMode::processed_logits,
-                     predict_bonus_token);
+  return full_matrix(static_cast<int64_t>(logits.size()), logits, {row},
+                     LogprobsMode::processed_logits, predict_bonus_token);
 }
 
 // Sampled tokens of one call.
 inline std::vector<TokenId> sample_tokens(int64_t vocab_size, const std::vector<float>& logits,
-                                          const std::vector<Row>& rows, bool predict_bonus_token = false) {
+                                          const std::vector<Row>& rows,
+                                          bool predict_bonus_token = false) {
   const auto num_rows = static_cast<int64_t>(rows.size());
   Sampler sampler(make_config(vocab_size, num_rows));
   const Batch batch = make_batch(rows, std::nullopt, predict_bonus_token);
-  const SamplerOutput& out = sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
+  const SamplerOutput& out =
+      sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
   return {out.sampled_token_ids.begin(), out.sampled_token_ids.end()};
 }
 

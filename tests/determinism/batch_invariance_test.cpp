@@ -1,0 +1,254 @@
+// Batch invariance (DESIGN "Randomness", STYLE §9): a seeded request gets identical tokens and
+// logprobs whatever its row, its companions, the batch size (1, 3, 99) or the thread count
+// (1, 2, 3), at vocab 111 and 32001.
+#include <algorithm>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "unit/test_util.hpp"
+
+namespace lastmile_test {
+namespace {
+
+using lastmile::RequestBatch;
+
+// The request whose tokens must not move. top_p < 1 keeps vLLM's batch-wide top-p flag on in every
+// batch, so even its processed logprobs are batch-independent (spec §9.3).
+RequestParams target_params() {
+  RequestParams p = random_params(20240601, 0.8f);
+  p.top_k = 50;
+  p.top_p = 0.9f;
+  p.min_p = 0.01f;
+  p.frequency_penalty = 0.2f;
+  p.repetition_penalty = 1.1f;
+  p.logprobs = 2;
+  return p;
+}
+
+// Companion kinds: greedy, unseeded, seeded top-p, seeded top-k + min-p, penalised with logprobs.
+RequestParams companion_params(uint64_t key) {
+  switch (key % 5) {
+    case 0:
+      return greedy_params();
+    case 1: {
+      RequestParams p;
+      p.temperature = 1.3f;
+      return p;
+    }
+    case 2: {
+      RequestParams p = random_params(key, 0.6f);
+      p.top_p = 0.5f;
+      return p;
+    }
+    case 3: {
+      RequestParams p = random_params(key, 1.0f);
+      p.top_k = 5;
+      p.min_p = 0.1f;
+      return p;
+    }
+    default: {
+      RequestParams p = random_params(key, 0.9f);
+      p.presence_penalty = 0.5f;
+      p.logprobs = 4;
+      p.bad_words_token_ids = {{1}};
+      return p;
+    }
+  }
+}
+
+struct Trace {
+  std::vector<TokenId> tokens;
+  std::vector<TokenId> top_ids;  // sampled + top 2 per step
+  std::vector<float> top_values;
+  std::vector<int64_t> ranks;
+  bool operator==(const Trace&) const = default;
+};
+
+struct TargetRun {
+  int64_t vocab = 111;
+  int64_t batch_size = 1;
+  int64_t position = 0;  // the target's row
+  int threads = 1;
+  uint64_t companions = 0;  // key of the companion set
+  bool reverse_companions = false;
+  int steps = 4;
+};
+
+Trace run_target(const TargetRun& s) {
+  Sampler sampler(make_config(s.vocab, s.batch_size, LogprobsMode::processed_logprobs, s.threads));
+  const std::vector<TokenId> prompt = {1, 2, 3, 2};
+  std::vector<std::vector<TokenId>> outputs(static_cast<size_t>(s.batch_size));
+  // Companion c (0-based) is keyed by (companions, c); its row follows the target's order.
+  std::vector<uint64_t> keys;
+  for (int64_t c = 0; c + 1 < s.batch_size; ++c)
+    keys.push_back(s.companions * 1000 + static_cast<uint64_t>(c));
+  if (s.reverse_companions) std::reverse(keys.begin(), keys.end());
+  Trace trace;
+  for (int step = 0; step < s.steps; ++step) {
+    std::vector<float> logits;
+    Batch batch;
+    size_t next_companion = 0;
+    for (int64_t row = 0; row < s.batch_size; ++row) {
+      BatchRequest& b = batch.requests.emplace_back();
+      b.output_token_ids = outputs[row];
+      std::vector<float> x;
+      if (row == s.position) {
+        b.params = target_params();
+        b.prompt_token_ids = prompt;
+        x = lcg_logits(static_cast<size_t>(s.vocab), 7000 + step, -5.0f, 5.0f);
+      } else {
+        const uint64_t key = keys[next_companion++];
+        b.params = companion_params(key);
+        x = lcg_logits(static_cast<size_t>(s.vocab), key * 64 + step, -5.0f, 5.0f);
+      }
+      logits.insert(logits.end(), x.begin(), x.end());
+    }
+    const SamplerOutput& out =
+        sampler.sample(LogitsView::f32(logits.data(), s.batch_size, s.vocab), batch);
+    for (int64_t row = 0; row < s.batch_size; ++row)
+      outputs[row].push_back(out.sampled_token_ids[row]);
+    const int64_t p = s.position;
+    trace.tokens.push_back(out.sampled_token_ids[p]);
+    for (int64_t c = 0; c < 3; ++c) {
+      trace.top_ids.push_back(out.logprobs.token_ids[p * out.logprobs.width + c]);
+      trace.top_values.push_back(out.logprobs.logprobs[p * out.logprobs.width + c]);
+    }
+    trace.ranks.push_back(out.logprobs.ranks[p]);
+  }
+  return trace;
+}
+
+class BatchInvariance : public ::testing::TestWithParam<int64_t> {
+ protected:
+  int64_t vocab() const { return GetParam(); }
+  int steps() const { return vocab() > 1000 ? 2 : 4; }
+  Trace reference() const {
+    TargetRun s;
+    s.vocab = vocab();
+    s.steps = steps();
+    return run_target(s);
+  }
+};
+
+TEST_P(BatchInvariance, SeededRequestIgnoresBatchSizeCompanionsAndThreads) {
+  const Trace expected = reference();
+  ASSERT_EQ(expected.tokens.size(), static_cast<size_t>(steps()));
+  for (int64_t batch_size : {1, 3, 99}) {
+    for (int threads : {1, 2, 3}) {
+      TargetRun s;
+      s.vocab = vocab();
+      s.steps = steps();
+      s.batch_size = batch_size;
+      s.position = (batch_size * threads) / 4;  // first, middle and later rows
+      s.threads = threads;
+      s.companions =
+          static_cast<uint64_t>(batch_size * 10 + threads);  // a new companion set each time
+      EXPECT_TRUE(run_target(s) == expected) << "batch " << batch_size << " threads " << threads;
+    }
+  }
+}
+
+TEST_P(BatchInvariance, SeededRequestIgnoresRowPermutation) {
+  const Trace expected = reference();
+  for (int64_t position : {int64_t{0}, int64_t{50}, int64_t{98}}) {
+    for (bool reverse : {false, true}) {
+      TargetRun s;
+      s.vocab = vocab();
+      s.steps = steps();
+      s.batch_size = 99;
+      s.position = position;
+      s.threads = 2;
+      s.companions = 7;  // the same companions, in another order
+      s.reverse_companions = reverse;
+      EXPECT_TRUE(run_target(s) == expected) << "position " << position << " reverse " << reverse;
+    }
+  }
+}
+
+TEST_P(BatchInvariance, TraceIsNotTrivial) {
+  // The comparisons above only mean something if the target really samples.
+  TargetRun s;
+  s.vocab = vocab();
+  s.steps = 12;
+  const Trace t = run_target(s);
+  EXPECT_GT(std::set<TokenId>(t.tokens.begin(), t.tokens.end()).size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocab, BatchInvariance, ::testing::Values(111, 32001),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "Vocab" + std::to_string(info.param);
+                         });
+
+// RequestBatch: the same request keeps its tokens when companions come, go and change order.
+std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int threads) {
+  RequestBatch batch(make_config(vocab, 8, LogprobsMode::raw_logprobs, threads));
+  const std::vector<TokenId> prompt = {4, 5, 6};
+  if (with_companions) {
+    batch.add("x", companion_params(2));
+    batch.add("y", companion_params(3));
+  }
+  batch.add("target", target_params(), prompt);
+  if (with_companions) batch.add("z", companion_params(1));
+  for (int step = 0; step < 12; ++step) {
+    if (with_companions && step == 4) {
+      batch.remove("x");
+      batch.add("w", companion_params(4));
+    }
+    if (with_companions && step == 8) {
+      const std::vector<std::string> order = {"w", "target", "z", "y"};
+      batch.reorder(order);
+    }
+    std::vector<float> logits;
+    for (int64_t row = 0; row < batch.size(); ++row) {
+      const bool target = batch.request_id(row) == "target";
+      const std::vector<float> x =
+          lcg_logits(static_cast<size_t>(vocab), target ? 300 + step : 900 + row * 31 + step);
+      logits.insert(logits.end(), x.begin(), x.end());
+    }
+    batch.step(LogitsView::f32(logits.data(), batch.size(), vocab));
+  }
+  const auto out = batch.output_token_ids("target");
+  return {out.begin(), out.end()};
+}
+
+TEST(BatchInvarianceRequestBatch, CompanionsAddedRemovedAndReorderedDoNotChangeTokens) {
+  for (int64_t vocab : {111, 32001}) {
+    const std::vector<TokenId> alone = request_batch_run(vocab, false, 1);
+    EXPECT_EQ(request_batch_run(vocab, true, 1), alone) << vocab;
+    EXPECT_EQ(request_batch_run(vocab, true, 3), alone) << vocab;
+  }
+}
+
+TEST(BatchInvarianceRequestBatch, UnseededRequestIgnoresReorder) {
+  // Unseeded requests take their seed from the sampler seed and the add counter, not their row.
+  std::vector<std::vector<TokenId>> runs;
+  for (bool reorder : {false, true}) {
+    SamplerConfig config = make_config(111, 3);
+    config.seed = 99;
+    RequestBatch batch(config);
+    RequestParams p;  // temperature 1, no seed
+    batch.add("a", p);
+    batch.add("b", p);
+    batch.add("c", p);
+    if (reorder) {
+      const std::vector<std::string> order = {"c", "a", "b"};
+      batch.reorder(order);
+    }
+    const std::vector<float> row = lcg_logits(111, 1, -1.0f, 1.0f);
+    std::vector<float> logits;
+    for (int i = 0; i < 3; ++i) logits.insert(logits.end(), row.begin(), row.end());
+    for (int step = 0; step < 10; ++step) batch.step(LogitsView::f32(logits.data(), 3, 111));
+    for (const char* id : {"a", "b", "c"}) {
+      const auto out = batch.output_token_ids(id);
+      runs.emplace_back(out.begin(), out.end());
+    }
+  }
+  EXPECT_EQ(runs[0], runs[3]);
+  EXPECT_EQ(runs[1], runs[4]);
+  EXPECT_EQ(runs[2], runs[5]);
+  EXPECT_NE(runs[0], runs[1]);  // distinct requests, distinct streams
+}
+
+}  // namespace
+}  // namespace lastmile_test

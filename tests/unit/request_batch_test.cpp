@@ -1,0 +1,232 @@
+// RequestBatch — requests kept across steps: add / remove / reorder / step, their errors, and the
+// history a step appends (penalties and min_tokens then see it on the next step).
+#include <functional>
+#include <string>
+
+#include "unit/test_util.hpp"
+
+namespace lastmile_test {
+namespace {
+
+using lastmile::InvalidArgument;
+using lastmile::RequestBatch;
+
+void expect_message(const std::function<void()>& call, const std::string& message) {
+  try {
+    call();
+    ADD_FAILURE() << "expected InvalidArgument: " << message;
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+std::vector<TokenId> outputs(const RequestBatch& batch, const std::string& id) {
+  const auto span = batch.output_token_ids(id);
+  return {span.begin(), span.end()};
+}
+
+// Logits for `rows` rows of vocab 4 where row r's argmax is token argmax[r].
+std::vector<float> one_hot_rows(const std::vector<TokenId>& argmax) {
+  std::vector<float> logits(argmax.size() * 4, 0.0f);
+  for (size_t r = 0; r < argmax.size(); ++r) logits[r * 4 + argmax[r]] = 5.0f;
+  return logits;
+}
+
+std::vector<TokenId> step(RequestBatch& batch, const std::vector<TokenId>& argmax) {
+  const std::vector<float> logits = one_hot_rows(argmax);
+  const SamplerOutput& out =
+      batch.step(LogitsView::f32(logits.data(), static_cast<int64_t>(argmax.size()), 4));
+  return {out.sampled_token_ids.begin(), out.sampled_token_ids.end()};
+}
+
+TEST(RequestBatch, AddAppendsRowsInOrder) {
+  RequestBatch batch(make_config(4, 3));
+  EXPECT_EQ(batch.size(), 0);
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  EXPECT_EQ(batch.size(), 2);
+  EXPECT_EQ(batch.request_id(0), "a");
+  EXPECT_EQ(batch.request_id(1), "b");
+  EXPECT_TRUE(batch.output_token_ids("a").empty());
+}
+
+TEST(RequestBatch, DuplicateIdIsRejected) {
+  RequestBatch batch(make_config(4, 3));
+  batch.add("a", greedy_params());
+  expect_message([&] { batch.add("a", greedy_params()); },
+                 "request 'a': request_id is already in the batch");
+  EXPECT_EQ(batch.size(), 1);
+}
+
+TEST(RequestBatch, FullBatchIsRejected) {
+  RequestBatch batch(make_config(4, 2));
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  expect_message([&] { batch.add("c", greedy_params()); },
+                 "request 'c': the batch is full (max_batch = 2)");
+  EXPECT_EQ(batch.size(), 2);
+}
+
+TEST(RequestBatch, UnknownIdIsRejected) {
+  RequestBatch batch(make_config(4, 2));
+  batch.add("a", greedy_params());
+  expect_message([&] { batch.remove("z"); }, "request 'z': no such request_id in the batch");
+  expect_message([&] { (void)batch.output_token_ids("z"); },
+                 "request 'z': no such request_id in the batch");
+  expect_message([&] { (void)batch.request_id(1); }, "request_id: row must be in [0, 1), got 1");
+  expect_message([&] { (void)batch.request_id(-1); }, "request_id: row must be in [0, 1), got -1");
+}
+
+TEST(RequestBatch, StepAppendsTheSampledTokenToEachRequest) {
+  RequestBatch batch(make_config(4, 2));
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  EXPECT_EQ(step(batch, {2, 1}), (std::vector<TokenId>{2, 1}));
+  EXPECT_EQ(step(batch, {3, 0}), (std::vector<TokenId>{3, 0}));
+  EXPECT_EQ(outputs(batch, "a"), (std::vector<TokenId>{2, 3}));
+  EXPECT_EQ(outputs(batch, "b"), (std::vector<TokenId>{1, 0}));
+}
+
+TEST(RequestBatch, StepNeedsOneLogitsRowPerRequest) {
+  RequestBatch batch(make_config(4, 3));
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  expect_message([&] { step(batch, {1}); },
+                 "batch: requests must hold one entry per logits row (1), got 2");
+  EXPECT_TRUE(batch.output_token_ids("a").empty());
+}
+
+TEST(RequestBatch, FailedStepAppendsNothing) {
+  RequestBatch batch(make_config(4, 1));
+  batch.add("a", greedy_params());
+  std::vector<float> logits = {0.0f, std::nanf(""), 0.0f, 0.0f};
+  expect_message([&] { batch.step(LogitsView::f32(logits.data(), 1, 4)); },
+                 "row 0: logits contain NaN at token_id 1");
+  EXPECT_TRUE(batch.output_token_ids("a").empty());
+}
+
+TEST(RequestBatch, RemoveShiftsLaterRowsUp) {
+  RequestBatch batch(make_config(4, 3));
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  batch.add("c", greedy_params());
+  step(batch, {0, 1, 2});
+  batch.remove("b");
+  ASSERT_EQ(batch.size(), 2);
+  EXPECT_EQ(batch.request_id(0), "a");
+  EXPECT_EQ(batch.request_id(1), "c");
+  step(batch, {3, 3});
+  EXPECT_EQ(outputs(batch, "a"), (std::vector<TokenId>{0, 3}));
+  EXPECT_EQ(outputs(batch, "c"), (std::vector<TokenId>{2, 3}));
+}
+
+TEST(RequestBatch, ReAddedIdStartsAFreshHistory) {
+  RequestBatch batch(make_config(4, 1));
+  batch.add("a", greedy_params());
+  step(batch, {1});
+  batch.remove("a");
+  batch.add("a", greedy_params());
+  EXPECT_TRUE(batch.output_token_ids("a").empty());
+}
+
+TEST(RequestBatch, ReorderPermutesRowsAndKeepsHistories) {
+  RequestBatch batch(make_config(4, 3));
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  batch.add("c", greedy_params());
+  step(batch, {0, 1, 2});
+  const std::vector<std::string> order = {"c", "a", "b"};
+  batch.reorder(order);
+  EXPECT_EQ(batch.request_id(0), "c");
+  EXPECT_EQ(batch.request_id(1), "a");
+  EXPECT_EQ(batch.request_id(2), "b");
+  // Row 0 now belongs to c.
+  step(batch, {3, 2, 1});
+  EXPECT_EQ(outputs(batch, "a"), (std::vector<TokenId>{0, 2}));
+  EXPECT_EQ(outputs(batch, "b"), (std::vector<TokenId>{1, 1}));
+  EXPECT_EQ(outputs(batch, "c"), (std::vector<TokenId>{2, 3}));
+}
+
+TEST(RequestBatch, ReorderMustBeAPermutation) {
+  RequestBatch batch(make_config(4, 3));
+  batch.add("a", greedy_params());
+  batch.add("b", greedy_params());
+  batch.add("c", greedy_params());
+  const std::vector<std::string> short_list = {"a", "b"};
+  expect_message([&] { batch.reorder(short_list); }, "reorder: expected 3 request ids, got 2");
+  const std::vector<std::string> twice = {"a", "b", "a"};
+  expect_message([&] { batch.reorder(twice); }, "reorder: request 'a' appears twice");
+  const std::vector<std::string> unknown = {"a", "q", "b"};
+  expect_message([&] { batch.reorder(unknown); }, "request 'q': no such request_id in the batch");
+  // Nothing moved.
+  EXPECT_EQ(batch.request_id(0), "a");
+  EXPECT_EQ(batch.request_id(1), "b");
+  EXPECT_EQ(batch.request_id(2), "c");
+}
+
+TEST(RequestBatch, FrequencyPenaltyFollowsTheGrowingHistory) {
+  // Logits [1, 0.875, 0.5], frequency 0.25 (all exact in float32), greedy:
+  // step 1 [1, .875, .5] -> 0;  2 [.75, .875, .5] -> 1;  3 [.75, .625, .5] -> 0;
+  // 4 [.5, .625, .5] -> 1;  5 [.5, .375, .5] -> 0 (tie, lowest id);  6 [.25, .375, .5] -> 2;
+  // 7 [.25, .375, .25] -> 1.
+  RequestBatch batch(make_config(3, 1));
+  RequestParams p = greedy_params();
+  p.frequency_penalty = 0.25f;
+  batch.add("a", p);
+  const std::vector<float> logits = {1.0f, 0.875f, 0.5f};
+  for (int i = 0; i < 7; ++i) batch.step(LogitsView::f32(logits.data(), 1, 3));
+  EXPECT_EQ(outputs(batch, "a"), (std::vector<TokenId>{0, 1, 0, 1, 0, 2, 1}));
+}
+
+TEST(RequestBatch, RepetitionPenaltyCountsThePrompt) {
+  // Prompt {0}, repetition 2: [1, 0.75] -> [0.5, 0.75] -> 1; then both seen: [0.5, 0.375] -> 0.
+  RequestBatch batch(make_config(2, 1));
+  RequestParams p = greedy_params();
+  p.repetition_penalty = 2.0f;
+  const std::vector<TokenId> prompt = {0};
+  batch.add("a", p, prompt);
+  const std::vector<float> logits = {1.0f, 0.75f};
+  for (int i = 0; i < 3; ++i) batch.step(LogitsView::f32(logits.data(), 1, 2));
+  EXPECT_EQ(outputs(batch, "a"), (std::vector<TokenId>{1, 0, 0}));
+}
+
+TEST(RequestBatch, BadWordsSeeTheGeneratedHistory) {
+  // Token 2 is always the argmax; the word [2, 2] bans it right after it was generated, so the
+  // output alternates 2, 1, 2, 1.
+  RequestBatch batch(make_config(4, 1));
+  RequestParams p = greedy_params();
+  p.bad_words_token_ids = {{2, 2}};
+  batch.add("a", p);
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, -1.0f};
+  for (int i = 0; i < 4; ++i) batch.step(LogitsView::f32(logits.data(), 1, 4));
+  EXPECT_EQ(outputs(batch, "a"), (std::vector<TokenId>{2, 1, 2, 1}));
+}
+
+TEST(RequestBatch, MoveKeepsTheRequests) {
+  RequestBatch batch(make_config(4, 2));
+  batch.add("a", greedy_params());
+  step(batch, {3});
+  RequestBatch moved(std::move(batch));
+  EXPECT_EQ(moved.size(), 1);
+  EXPECT_EQ(outputs(moved, "a"), std::vector<TokenId>{3});
+  step(moved, {1});
+  EXPECT_EQ(outputs(moved, "a"), (std::vector<TokenId>{3, 1}));
+}
+
+TEST(RequestBatch, StepReturnsLogprobsForTheBatch) {
+  RequestBatch batch(make_config(4, 2));
+  RequestParams p = greedy_params();
+  p.logprobs = 2;
+  batch.add("a", p);
+  batch.add("b", greedy_params());
+  const std::vector<float> logits = one_hot_rows({1, 2});
+  const SamplerOutput& out = batch.step(LogitsView::f32(logits.data(), 2, 4));
+  ASSERT_EQ(out.logprobs.width, 3);
+  EXPECT_EQ(out.logprobs.token_ids[0], 1);
+  EXPECT_EQ(out.logprobs.token_ids[1], 1);
+  EXPECT_EQ(out.logprobs.token_ids[3], 2);
+  EXPECT_EQ(out.logprobs.ranks[1], 1);
+}
+
+}  // namespace
+}  // namespace lastmile_test
