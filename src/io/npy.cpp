@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <regex>
+#include <string_view>
 
 #include "lastmile/error.hpp"
 
@@ -16,12 +16,47 @@ namespace {
   throw InvalidArgument(ErrorCode::invalid_logits, name + ": " + what);
 }
 
-std::string header_field(const std::string& name, const std::string& header, const std::string& key,
-                         const std::string& pattern) {
-  const std::regex re("'" + key + "'\\s*:\\s*" + pattern);
-  std::smatch m;
-  if (!std::regex_search(header, m, re)) fail(name, "npy header has no valid '" + key + "' entry");
-  return m[1].str();
+// The text after `'key':` in the header dict, spaces skipped; fails when the key is absent.
+std::string_view after_key(const std::string& name, std::string_view header, std::string_view key) {
+  std::string quoted(1, '\'');
+  quoted.append(key).push_back('\'');
+  const size_t at = header.find(quoted);
+  if (at == std::string_view::npos)
+    fail(name, "npy header has no '" + std::string(key) + "' entry");
+  std::string_view rest = header.substr(at + quoted.size());
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  if (rest.empty() || rest.front() != ':')
+    fail(name, "npy header: no ':' after '" + std::string(key) + "'");
+  rest.remove_prefix(1);
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  return rest;
+}
+
+// Parses `(rows, cols)` or `(rows, cols,)`; anything else is not a 2-D shape.
+bool parse_shape(std::string_view text, int64_t& rows, int64_t& cols, std::string& shown) {
+  const size_t close = text.find(')');
+  if (text.empty() || text.front() != '(' || close == std::string_view::npos) return false;
+  shown = std::string(text.substr(1, close - 1));
+  int64_t dims[2] = {0, 0};
+  int count = 0;
+  std::string_view body = text.substr(1, close - 1);
+  while (!body.empty()) {
+    while (!body.empty() && body.front() == ' ') body.remove_prefix(1);
+    if (body.empty()) break;
+    size_t digits = 0;
+    int64_t value = 0;
+    while (digits < body.size() && body[digits] >= '0' && body[digits] <= '9' && digits < 12)
+      value = value * 10 + (body[digits++] - '0');
+    if (digits == 0 || count == 2) return false;
+    dims[count++] = value;
+    body.remove_prefix(digits);
+    while (!body.empty() && body.front() == ' ') body.remove_prefix(1);
+    if (!body.empty() && body.front() != ',') return false;
+    if (!body.empty()) body.remove_prefix(1);
+  }
+  rows = dims[0];
+  cols = dims[1];
+  return count == 2;
 }
 
 }  // namespace
@@ -46,18 +81,19 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
   if (header_len > bytes.size() - offset) fail(name, "truncated npy header");
   const std::string header(bytes.begin() + offset, bytes.begin() + offset + header_len);
   NpyArray array;
-  array.descr = header_field(name, header, "descr", "'([^']*)'");
+  const std::string_view descr = after_key(name, header, "descr");
+  const size_t descr_end = descr.size() > 1 ? descr.find('\'', 1) : std::string_view::npos;
+  if (descr.empty() || descr.front() != '\'' || descr_end == std::string_view::npos)
+    fail(name, "npy header has no valid 'descr' entry");
+  array.descr = std::string(descr.substr(1, descr_end - 1));
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
     fail(name,
          "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " + array.descr);
-  if (header_field(name, header, "fortran_order", "(True|False)") != "False")
+  if (after_key(name, header, "fortran_order").substr(0, 5) != "False")
     fail(name, "fortran_order arrays are not supported");
-  const std::string shape = header_field(name, header, "shape", "\\(([^)]*)\\)");
-  std::smatch m;
-  if (!std::regex_match(shape, m, std::regex("\\s*(\\d{1,12})\\s*,\\s*(\\d{1,12})\\s*,?\\s*")))
+  std::string shape;
+  if (!parse_shape(after_key(name, header, "shape"), array.rows, array.cols, shape))
     fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
-  array.rows = std::stoll(m[1].str());
-  array.cols = std::stoll(m[2].str());
   if (array.rows > INT32_MAX || array.cols > INT32_MAX)
     fail(name, "shape (" + shape + ") is too large: each dimension must be < 2^31");
   const size_t data_offset = offset + header_len;
