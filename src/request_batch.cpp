@@ -9,6 +9,7 @@
 #include "lastmile/error.hpp"
 #include "random/philox.hpp"
 #include "sampler_impl.hpp"
+#include "translate_bad_alloc.hpp"
 #include "validate.hpp"
 
 namespace lastmile {
@@ -133,20 +134,25 @@ class RequestBatchImpl {
 }  // namespace detail
 
 RequestBatch::RequestBatch(SamplerConfig config)
-    : impl_(std::make_unique<detail::RequestBatchImpl>(std::move(config))) {}
+    : impl_(detail::translating_bad_alloc("RequestBatch", [&] {
+        return std::make_unique<detail::RequestBatchImpl>(std::move(config));
+      })) {}
 RequestBatch::~RequestBatch() = default;
 RequestBatch::RequestBatch(RequestBatch&&) noexcept = default;
 RequestBatch& RequestBatch::operator=(RequestBatch&&) noexcept = default;
 
 void RequestBatch::add(std::string_view request_id, const RequestParams& params,
                        std::span<const TokenId> prompt_token_ids) {
-  impl_->add(request_id, params, prompt_token_ids);
+  detail::translating_bad_alloc("add", [&] { impl_->add(request_id, params, prompt_token_ids); });
 }
 void RequestBatch::remove(std::string_view request_id) { impl_->remove(request_id); }
 void RequestBatch::reorder(std::span<const std::string> request_ids) {
   impl_->reorder(request_ids);
 }
-const SamplerOutput& RequestBatch::step(const LogitsView& logits) { return impl_->step(logits); }
+const SamplerOutput& RequestBatch::step(const LogitsView& logits) {
+  return detail::translating_bad_alloc(
+      "step", [&]() -> const SamplerOutput& { return impl_->step(logits); });
+}
 int64_t RequestBatch::size() const { return impl_->size(); }
 const std::string& RequestBatch::request_id(int64_t row) const { return impl_->request_id(row); }
 std::span<const TokenId> RequestBatch::output_token_ids(std::string_view request_id) const {

@@ -2,12 +2,15 @@
 #include "lastmile/sampler.hpp"
 
 #include <cmath>
+#include <new>
+#include <string>
 #include <thread>
 
 #include "lastmile/error.hpp"
 #include "pipeline/steps.hpp"
 #include "random/philox.hpp"
 #include "sampler_impl.hpp"
+#include "translate_bad_alloc.hpp"
 #include "validate.hpp"
 
 namespace lastmile {
@@ -48,9 +51,7 @@ SamplerImpl::SamplerImpl(SamplerConfig config)
     : config_((validate_config(config), std::move(config))),
       backend_(reference_backend()),
       pool_(resolve_threads(config_.threads)),
-      scratch_(pool_.num_threads()) {
-  for (RowScratch& s : scratch_) s.reserve(config_.vocab_size);
-}
+      scratch_(pool_.num_threads()) {}
 
 void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                              std::span<const KeptRowState> kept, int64_t row, int worker) {
@@ -83,11 +84,15 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
 
 const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& batch,
                                          std::span<const KeptRowState> kept) {
-  validate_batch(logits, batch, config_);  // spec §12; throws InvalidArgument
+  validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
   BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);
   plan.sampler_seed = config_.seed;
   plan.call_index = calls_++;
   plan.processors = config_.logits_processors;
+  if (plan.num_rows > 0 && !scratch_ready_) {  // the first real call sizes the workspace
+    for (RowScratch& s : scratch_) s.reserve(config_.vocab_size);
+    scratch_ready_ = true;
+  }
   out_.prepare(plan);
   bad_token_ids_.resize(plan.num_rows);
   auto task = [&](int64_t row, int worker) { sample_row(plan, logits, batch, kept, row, worker); };
@@ -110,13 +115,15 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
 }  // namespace detail
 
 Sampler::Sampler(SamplerConfig config)
-    : impl_(std::make_unique<detail::SamplerImpl>(std::move(config))) {}
+    : impl_(detail::translating_bad_alloc(
+          "Sampler", [&] { return std::make_unique<detail::SamplerImpl>(std::move(config)); })) {}
 Sampler::~Sampler() = default;
 Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 const SamplerOutput& Sampler::sample(const LogitsView& logits, const Batch& batch) {
-  return impl_->sample(logits, batch);
+  return detail::translating_bad_alloc(
+      "sample", [&]() -> const SamplerOutput& { return impl_->sample(logits, batch); });
 }
 
 const SamplerConfig& Sampler::config() const { return impl_->config(); }

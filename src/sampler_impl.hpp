@@ -40,6 +40,7 @@ class SamplerImpl {
   std::vector<int64_t> bad_token_ids_;  // per row: first NaN / +inf, or -1
   OutputBuffers out_;
   uint64_t calls_ = 0;
+  bool scratch_ready_ = false;
 };
 
 }  // namespace lastmile::detail

@@ -10,6 +10,13 @@
 namespace lastmile::detail {
 namespace {
 
+constexpr int kMaxThreads = 1024;
+
+bool valid_mode(LogprobsMode mode) {
+  return mode == LogprobsMode::raw_logprobs || mode == LogprobsMode::raw_logits ||
+         mode == LogprobsMode::processed_logprobs || mode == LogprobsMode::processed_logits;
+}
+
 [[noreturn]] void fail(const std::string& who, const std::string& what) {
   throw InvalidArgument(who + ": " + what);
 }
@@ -38,20 +45,34 @@ void validate_config(const SamplerConfig& config) {
     fail("config", "vocab_size must fit int32 token ids, got " + std::to_string(config.vocab_size));
   if (config.max_batch < 1)
     fail("config", "max_batch must be >= 1, got " + std::to_string(config.max_batch));
-  if (config.threads < 0)
-    fail("config",
-         "threads must be >= 0 (0: hardware concurrency), got " + std::to_string(config.threads));
+  if (config.threads < 0 || config.threads > kMaxThreads)
+    fail("config", "threads must be in [0, " + std::to_string(kMaxThreads) +
+                       "] (0: hardware concurrency), got " + std::to_string(config.threads));
+  if (!valid_mode(config.logprobs_mode))
+    fail("config", "logprobs_mode must be a LogprobsMode, got enum value " +
+                       std::to_string(static_cast<int>(config.logprobs_mode)));
   for (size_t i = 0; i < config.logits_processors.size(); ++i)
     if (!config.logits_processors[i])
       fail("config", "logits_processors[" + std::to_string(i) + "] is null");
 }
 
+namespace {
+
+// Index of the first id outside [0, vocab_size), or -1.
+int64_t first_invalid(std::span<const TokenId> ids, int64_t vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size) return static_cast<int64_t>(i);
+  return -1;
+}
+
+}  // namespace
+
 void validate_token_ids(const std::string& who, const char* field, std::span<const TokenId> ids,
                         int64_t vocab_size) {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= vocab_size)
-      fail(who, std::string(field) + "[" + std::to_string(i) + "] must be in " +
-                    vocab_range(vocab_size) + ", got " + std::to_string(ids[i]));
+  const int64_t i = first_invalid(ids, vocab_size);
+  if (i >= 0)
+    fail(who, std::string(field) + "[" + std::to_string(i) + "] must be in " +
+                  vocab_range(vocab_size) + ", got " + std::to_string(ids[i]));
 }
 
 void validate_params(const std::string& who, const RequestParams& p, int64_t vocab_size) {
@@ -80,9 +101,11 @@ void validate_params(const std::string& who, const RequestParams& p, int64_t voc
     validate_token_ids(who, "allowed_token_ids", *p.allowed_token_ids, vocab_size);
   }
   for (size_t i = 0; i < p.bad_words_token_ids.size(); ++i) {
+    const std::vector<TokenId>& word = p.bad_words_token_ids[i];
+    if (!word.empty() && first_invalid(word, vocab_size) < 0) continue;  // no message to build
     const std::string field = "bad_words_token_ids[" + std::to_string(i) + "]";
-    if (p.bad_words_token_ids[i].empty()) fail(who, field + " must not be empty");
-    validate_token_ids(who, field.c_str(), p.bad_words_token_ids[i], vocab_size);
+    if (word.empty()) fail(who, field + " must not be empty");
+    validate_token_ids(who, field.c_str(), word, vocab_size);
   }
   if (p.min_tokens < 0) fail(who, "min_tokens must be >= 0, got " + std::to_string(p.min_tokens));
   validate_token_ids(who, "stop_token_ids", p.stop_token_ids, vocab_size);
@@ -98,7 +121,8 @@ void validate_params(const std::string& who, const RequestParams& p, int64_t voc
   }
 }
 
-void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config) {
+void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config,
+                    bool requests_validated) {
   if (logits.dtype != DType::f32 && logits.dtype != DType::f16 && logits.dtype != DType::bf16)
     throw InvalidArgument(ErrorCode::invalid_logits,
                           "logits: dtype must be f32, f16 or bf16, got enum value " +
@@ -127,6 +151,10 @@ void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerC
   if (batch.num_logprobs && (*batch.num_logprobs < -1 || *batch.num_logprobs > config.vocab_size))
     fail("batch", "num_logprobs must be -1 or in [0, " + std::to_string(config.vocab_size) +
                       "], got " + std::to_string(*batch.num_logprobs));
+  if (batch.logprobs_mode && !valid_mode(*batch.logprobs_mode))
+    fail("batch", "logprobs_mode must be a LogprobsMode, got enum value " +
+                      std::to_string(static_cast<int>(*batch.logprobs_mode)));
+  if (requests_validated) return;
   for (size_t i = 0; i < batch.requests.size(); ++i) {
     const std::string who = "request " + std::to_string(i);
     const BatchRequest& r = batch.requests[i];

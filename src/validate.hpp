@@ -16,7 +16,10 @@ void validate_config(const SamplerConfig& config);
 void validate_params(const std::string& who, const RequestParams& params, int64_t vocab_size);
 void validate_token_ids(const std::string& who, const char* field, std::span<const TokenId> ids,
                         int64_t vocab_size);
-void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config);
+// requests_validated: the caller (a RequestBatch) validated every request's params and histories
+// when they entered; only the logits and the batch shape are checked, in O(1).
+void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config,
+                    bool requests_validated = false);
 
 std::string format_float(float value);
 

@@ -17,7 +17,8 @@ struct ProcessorRow {
 
 // A user edit of the float32 logits of one row. Argmax-changing processors run in step 5 after
 // min_tokens and logit_bias; argmax-invariant ones in step 7 after min_p, on sampled batches only.
-// `apply` may be called from several threads at once (one row each); it must not throw.
+// `apply` may be called from several threads at once (one row each). If it throws, `sample`
+// stops the remaining rows and rethrows the first exception; that call's output is invalid.
 class LogitsProcessor {
  public:
   virtual ~LogitsProcessor() = default;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "io/clip.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::io {
@@ -23,11 +24,17 @@ class Reader {
     throw InvalidArgument(name_ + ": " + where + ": " + what);
   }
   void expect(const json& v, bool ok, const std::string& where, const char* type) const {
-    if (!ok) fail(where, std::string("expected ") + type + ", got " + v.dump());
+    if (!ok) fail(where, std::string("expected ") + type + ", got " + describe(v));
   }
-  float number(const json& v, const std::string& where) const {
+  // A short, single-line picture of a value: scalars as JSON (clipped), containers by type.
+  // Never dumps a container: a deeply nested one would recurse without bound.
+  static std::string describe(const json& v) {
+    if (v.is_structured()) return std::string("an ") + v.type_name();
+    return clip(v.dump());
+  }
+  double number(const json& v, const std::string& where) const {
     expect(v, v.is_number(), where, "a number");
-    return v.get<float>();
+    return v.get<double>();
   }
   int64_t integer(const json& v, const std::string& where, int64_t lo, int64_t hi) const {
     expect(v, v.is_number_integer(), where, "an integer");
@@ -36,7 +43,7 @@ class Reader {
                           : v.get<int64_t>();
     if (x < lo || x > hi)
       fail(where, "expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                      "], got " + v.dump());
+                      "], got " + describe(v));
     return x;
   }
   TokenId token(const json& v, const std::string& where) const {
@@ -60,20 +67,23 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
   std::vector<TokenId> prompt, output, spec;
   for (const auto& [key, v] : j.items()) {
     const std::string at = where + "." + key;
-    if (key == "temperature")
-      p.temperature = r.number(v, at);
-    else if (key == "top_k")
+    if (key == "temperature") {
+      // Greedy is decided on the JSON's double, as vLLM's Python float: 9.9999999e-06 < 1e-5 is
+      // greedy although it rounds to 1e-5f, which as a float is not.
+      const double t = r.number(v, at);
+      p.temperature = t >= 0 && t < 1e-5 ? 0.0f : static_cast<float>(t);
+    } else if (key == "top_k")
       p.top_k = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
     else if (key == "top_p")
-      p.top_p = r.number(v, at);
+      p.top_p = static_cast<float>(r.number(v, at));
     else if (key == "min_p")
-      p.min_p = r.number(v, at);
+      p.min_p = static_cast<float>(r.number(v, at));
     else if (key == "presence_penalty")
-      p.presence_penalty = r.number(v, at);
+      p.presence_penalty = static_cast<float>(r.number(v, at));
     else if (key == "frequency_penalty")
-      p.frequency_penalty = r.number(v, at);
+      p.frequency_penalty = static_cast<float>(r.number(v, at));
     else if (key == "repetition_penalty")
-      p.repetition_penalty = r.number(v, at);
+      p.repetition_penalty = static_cast<float>(r.number(v, at));
     else if (key == "min_tokens")
       p.min_tokens = static_cast<int32_t>(r.integer(v, at, INT32_MIN, INT32_MAX));
     else if (key == "stop_token_ids")
@@ -85,7 +95,11 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
     else if (key == "spec_token_ids")
       spec = r.tokens(v, at);
     else if (key == "seed") {
-      if (!v.is_null()) p.seed = static_cast<uint64_t>(r.integer(v, at, INT64_MIN, INT64_MAX));
+      // vLLM: -1 means no seed. Negative seeds are taken as their 64-bit two's complement.
+      if (v.is_number_unsigned())
+        p.seed = v.get<uint64_t>();
+      else if (!v.is_null() && r.integer(v, at, INT64_MIN, INT64_MAX) != -1)
+        p.seed = static_cast<uint64_t>(v.get<int64_t>());
     } else if (key == "allowed_token_ids") {
       if (!v.is_null()) p.allowed_token_ids = r.tokens(v, at);
     } else if (key == "logprob_token_ids") {
@@ -108,11 +122,12 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
           used = 0;
         }
         if (used != id.size() || id.empty() || token < INT32_MIN || token > INT32_MAX)
-          r.fail(at, "keys must be decimal token ids, got \"" + id + "\"");
-        p.logit_bias.emplace_back(static_cast<TokenId>(token), r.number(bias, at + "." + id));
+          r.fail(at, "keys must be decimal token ids, got \"" + clip(id) + "\"");
+        p.logit_bias.emplace_back(static_cast<TokenId>(token),
+                                  static_cast<float>(r.number(bias, at + "." + clip(id))));
       }
     } else {
-      r.fail(at, "unknown request field");
+      r.fail(where + "." + clip(key), "unknown request field");
     }
   }
   c.params.push_back(std::move(p));
@@ -175,7 +190,7 @@ Case parse_case(const std::string& json_text, const std::string& name) {
   try {
     j = json::parse(json_text);
   } catch (const json::parse_error& e) {
-    throw InvalidArgument(name + ": invalid JSON: " + e.what());
+    throw InvalidArgument(name + ": invalid JSON: " + clip(e.what(), 200));
   }
   r.expect(j, j.is_object(), "top level", "an object");
   Case c;
@@ -186,7 +201,7 @@ Case parse_case(const std::string& json_text, const std::string& name) {
       c.logits_dtype = v.get<std::string>();
       if (c.logits_dtype != "float32" && c.logits_dtype != "float16" &&
           c.logits_dtype != "bfloat16")
-        r.fail(key, "expected float32, float16 or bfloat16, got " + v.dump());
+        r.fail(key, "expected float32, float16 or bfloat16, got " + Reader::describe(v));
     } else if (key == "logprobs_mode") {
       r.expect(v, v.is_string(), key, "a string");
       try {
@@ -206,7 +221,7 @@ Case parse_case(const std::string& json_text, const std::string& name) {
         read_request(r, v[i], "requests[" + std::to_string(i) + "]", c);
       has_requests = true;
     } else {
-      r.fail(key, "unknown case field");
+      r.fail(clip(key), "unknown case field");
     }
   }
   if (!has_requests) r.fail("requests", "missing");

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <string_view>
 
+#include "io/clip.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::io {
@@ -36,7 +37,7 @@ std::string_view after_key(const std::string& name, std::string_view header, std
 bool parse_shape(std::string_view text, int64_t& rows, int64_t& cols, std::string& shown) {
   const size_t close = text.find(')');
   if (text.empty() || text.front() != '(' || close == std::string_view::npos) return false;
-  shown = std::string(text.substr(1, close - 1));
+  shown = clip(text.substr(1, close - 1));
   int64_t dims[2] = {0, 0};
   int count = 0;
   std::string_view body = text.substr(1, close - 1);
@@ -87,8 +88,8 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
     fail(name, "npy header has no valid 'descr' entry");
   array.descr = std::string(descr.substr(1, descr_end - 1));
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
-    fail(name,
-         "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " + array.descr);
+    fail(name, "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " +
+                   clip(array.descr));
   if (after_key(name, header, "fortran_order").substr(0, 5) != "False")
     fail(name, "fortran_order arrays are not supported");
   std::string shape;

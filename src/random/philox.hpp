@@ -8,8 +8,8 @@
 
 namespace lastmile::detail {
 
-// Key = the 64-bit seed, counter = (step, 0); words 0 and 1 give 53 bits, mapped to the open
-// interval (0, 1) by (k + 0.5) / 2^53, so neither 0 nor 1 is ever drawn.
+// Key = the 64-bit seed, counter = (step, 0); the top 52 bits k of words 0-1 map to the open
+// interval (0, 1) as (k + 0.5) / 2^52, exact in double: 2^-53 <= u <= 1 - 2^-53.
 inline double uniform_open(uint64_t seed, uint64_t step) {
   r123::Philox4x32 philox;
   const r123::Philox4x32::key_type key = {
@@ -17,8 +17,8 @@ inline double uniform_open(uint64_t seed, uint64_t step) {
   const r123::Philox4x32::ctr_type counter = {
       {static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), 0u, 0u}};
   const r123::Philox4x32::ctr_type bits = philox(counter, key);
-  const uint64_t k = ((uint64_t{bits[0]} << 32) | bits[1]) >> 11;
-  return (static_cast<double>(k) + 0.5) * 0x1.0p-53;
+  const uint64_t k = ((uint64_t{bits[0]} << 32) | bits[1]) >> 12;
+  return (static_cast<double>(k) + 0.5) * 0x1.0p-52;
 }
 
 // SplitMix64's finaliser: seeds for requests without one, from (sampler seed, counter).

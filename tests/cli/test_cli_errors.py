@@ -66,6 +66,12 @@ def cases(tmp):
     header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
     huge = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header
     yield "huge shape", [make_case(f"{tmp}/huge", raw_logits=huge)], "is too large: each dimension must be < 2^31"
+    deep = "[" * 200000 + "]" * 200000
+    yield "deeply nested value", [make_case(f"{tmp}/deep", raw_case='{"requests": [{"temperature": ' + deep + '}]}')], "requests[0].temperature: expected a number, got an array"
+    yield "binary in a key", [make_case(f"{tmp}/binkey", raw_case='{"requests": [{"x\\n\\u0001y": 1}]}')], "requests[0].x??y: unknown request field"
+    bad_descr = b"{'descr': '<f4\n\x01zz', 'fortran_order': False, 'shape': (2, 16), }"
+    bad_descr += b" " * (63 - (10 + len(bad_descr)) % 64) + b"\n"
+    yield "binary descr", [make_case(f"{tmp}/descr", raw_logits=b"\x93NUMPY\x01\x00" + len(bad_descr).to_bytes(2, "little") + bad_descr)], "got <f4??zz"
     yield "not npy", [make_case(f"{tmp}/magic", raw_logits=b"hello world, not numpy")], "not a .npy file"
     yield "empty npy", [make_case(f"{tmp}/empty", raw_logits=b"")], "not a .npy file"
     yield "NaN logits", [make_case(f"{tmp}/nan", logits=nan_logits)], "row 1: logits contain NaN at token_id 7"

@@ -382,7 +382,11 @@ TEST(Validation, SamplerConfig) {
                  "config: vocab_size must fit int32 token ids, got 2147483648");
   expect_invalid([] { Sampler s(make_config(8, 0)); }, "config: max_batch must be >= 1, got 0");
   expect_invalid([] { Sampler s(make_config(8, 1, LogprobsMode::raw_logprobs, -1)); },
-                 "config: threads must be >= 0 (0: hardware concurrency), got -1");
+                 "config: threads must be in [0, 1024] (0: hardware concurrency), got -1");
+  expect_invalid([] { Sampler s(make_config(8, 1, LogprobsMode::raw_logprobs, 1025)); },
+                 "config: threads must be in [0, 1024] (0: hardware concurrency), got 1025");
+  expect_invalid([] { Sampler s(make_config(8, 1, static_cast<LogprobsMode>(9))); },
+                 "config: logprobs_mode must be a LogprobsMode, got enum value 9");
   SamplerConfig config = make_config(8, 1);
   config.logits_processors.push_back(nullptr);
   expect_invalid([&] { Sampler s(config); }, "config: logits_processors[0] is null");

@@ -1,0 +1,97 @@
+// Custom logits processors (spec §6.6): where each kind runs, and that a throwing processor
+// reaches the caller as an exception on any thread count without breaking the sampler.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+
+#include "unit/test_util.hpp"
+
+namespace lastmile_test {
+namespace {
+
+// Adds 10 to token 2: argmax-changing.
+class BoostTokenTwo final : public lastmile::LogitsProcessor {
+ public:
+  bool is_argmax_invariant() const override { return false; }
+  void apply(const lastmile::ProcessorRow&, std::span<float> logits) const override {
+    logits[2] += 10.0f;
+  }
+};
+
+// Masks every token but 0 and 1: declared argmax-invariant, so it runs after min_p and only on
+// sampled batches (never for an all-greedy batch).
+class KeepFirstTwo final : public lastmile::LogitsProcessor {
+ public:
+  bool is_argmax_invariant() const override { return true; }
+  void apply(const lastmile::ProcessorRow&, std::span<float> logits) const override {
+    for (size_t i = 2; i < logits.size(); ++i) logits[i] = -std::numeric_limits<float>::infinity();
+  }
+};
+
+// Throws on rows whose request has min_tokens == 7 (a marker: no stop ids, so no other effect).
+class ThrowOnMarkedRow final : public lastmile::LogitsProcessor {
+ public:
+  bool is_argmax_invariant() const override { return false; }
+  void apply(const lastmile::ProcessorRow& row, std::span<float>) const override {
+    if (row.params->min_tokens == 7) throw std::runtime_error("processor failed");
+  }
+};
+
+lastmile::SamplerConfig config_with(std::shared_ptr<const lastmile::LogitsProcessor> p, int threads,
+                                    int64_t max_batch = 4) {
+  lastmile::SamplerConfig config;
+  config.vocab_size = 5;
+  config.max_batch = max_batch;
+  config.threads = threads;
+  config.logits_processors.push_back(std::move(p));
+  return config;
+}
+
+TEST(CustomProcessors, ArgmaxChangingRunsBeforeGreedy) {
+  lastmile::Sampler sampler(config_with(std::make_shared<BoostTokenTwo>(), 1));
+  const std::vector<float> logits = {5.0f, 1.0f, 0.0f, 1.0f, 1.0f};  // 0 + 10 beats 5
+  lastmile::Batch batch;
+  batch.requests.emplace_back().params.temperature = 0.0f;
+  EXPECT_EQ(
+      sampler.sample(lastmile::LogitsView::f32(logits.data(), 1, 5), batch).sampled_token_ids[0],
+      2);
+}
+
+TEST(CustomProcessors, ArgmaxInvariantRunsOnlyOnSampledBatches) {
+  lastmile::Sampler sampler(config_with(std::make_shared<KeepFirstTwo>(), 1));
+  const std::vector<float> logits = {0.0f, 0.0f, 0.0f, 9.0f, 0.0f};
+  lastmile::Batch greedy;
+  greedy.requests.emplace_back().params.temperature = 0.0f;
+  EXPECT_EQ(
+      sampler.sample(lastmile::LogitsView::f32(logits.data(), 1, 5), greedy).sampled_token_ids[0],
+      3);
+  lastmile::Batch random;
+  random.requests.emplace_back().params.seed = 1;
+  for (uint64_t step = 0; step < 50; ++step) {
+    random.requests[0].step = step;
+    const auto token =
+        sampler.sample(lastmile::LogitsView::f32(logits.data(), 1, 5), random).sampled_token_ids[0];
+    EXPECT_LE(token, 1) << "step " << step;
+  }
+}
+
+TEST(CustomProcessors, ThrowingProcessorPropagatesOnEveryThreadCount) {
+  for (int threads : {1, 2, 3}) {
+    lastmile::Sampler sampler(config_with(std::make_shared<ThrowOnMarkedRow>(), threads, 64));
+    std::vector<float> logits(64 * 5, 0.0f);
+    lastmile::Batch batch;
+    for (int r = 0; r < 64; ++r) batch.requests.emplace_back().params.temperature = 0.0f;
+    batch.requests[5].params.min_tokens = 7;
+    for (int attempt = 0; attempt < 3; ++attempt) {  // the pool stays usable after a failure
+      EXPECT_THROW(sampler.sample(lastmile::LogitsView::f32(logits.data(), 64, 5), batch),
+                   std::runtime_error)
+          << "threads " << threads;
+    }
+    batch.requests[5].params.min_tokens = 0;  // unmarked: nothing throws
+    EXPECT_EQ(sampler.sample(lastmile::LogitsView::f32(logits.data(), 64, 5), batch).num_rows, 64);
+  }
+}
+
+}  // namespace
+}  // namespace lastmile_test
