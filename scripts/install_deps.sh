@@ -13,6 +13,8 @@ packages=(
   nlohmann-json3-dev=3.11.* # case.json / output.json in the CLI and tests
   libcli11-dev=2.1.*      # CLI parsing
   libgtest-dev=1.12.*     # unit, determinism and statistical tests
+  clang=1:14.*            # libFuzzer harnesses over the input readers
+  libclang-rt-14-dev=1:14.*
 )
 names=()
 for p in "${packages[@]}"; do names+=("${p%%=*}"); done

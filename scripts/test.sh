@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All tests on a fresh machine: install dependencies; a Release build with -Werror running every
-# test (unit, determinism, statistical, golden through check.py, CLI errors, packaging); then an
-# ASan+UBSan build running the unit, determinism and CLI error tests.
+# test (unit, determinism, statistical, golden through check.py, CLI errors, packaging); libFuzzer
+# runs over the input readers; then an ASan+UBSan build running the unit, determinism and CLI
+# error tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -11,6 +12,18 @@ echo "== Release build (-Werror) and all tests" >&2
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
+
+echo "== libFuzzer (clang, ASan+UBSan): the case.json and .npy readers, 30 s each" >&2
+cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLASTMILE_FUZZ=ON \
+  -DLASTMILE_SANITIZE=address,undefined -DLASTMILE_BUILD_TESTS=OFF -DLASTMILE_BUILD_TOOLS=OFF \
+  -DLASTMILE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j2
+for target in case_reader npy_reader; do
+  corpus="build-fuzz/corpus-${target}"
+  mkdir -p "$corpus"
+  "build-fuzz/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \
+    "tests/fuzz/corpus/${target%_reader}" 2>&1 | tail -n 1
+done
 
 echo "== ASan+UBSan build: unit, determinism and CLI error tests" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \
