@@ -14,6 +14,7 @@ packages=(
   libcli11-dev=2.1.*      # CLI parsing
   libgtest-dev=1.12.*     # unit, determinism and statistical tests
   clang=1:14.*            # libFuzzer harnesses over the input readers
+  clang-format=1:14.*     # the layout check
   libclang-rt-14-dev=1:14.*
 )
 names=()

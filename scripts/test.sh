@@ -2,11 +2,14 @@
 # All tests on a fresh machine: install dependencies; a Release build with -Werror running every
 # test (unit, determinism, statistical, golden through check.py, CLI errors, packaging); libFuzzer
 # runs over the input readers; then an ASan+UBSan build running the unit, determinism and CLI
-# error tests.
+# error tests; a TSan build runs the threaded tests; clang-format checks the layout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 python="$(command -v python3)"
+
+echo "== clang-format (Google base, 100 columns)" >&2
+git ls-files '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run --Werror
 
 echo "== Release build (-Werror) and all tests" >&2
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DPython3_EXECUTABLE="$python" >/dev/null
@@ -24,6 +27,14 @@ for target in case_reader npy_reader; do
   "build-fuzz/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \
     "tests/fuzz/corpus/${target%_reader}" 2>&1 | tail -n 1
 done
+
+echo "== TSan build: determinism and unit tests (threads 1-3 on shared samplers)" >&2
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \
+  -DLASTMILE_SANITIZE=thread -DLASTMILE_BUILD_TOOLS=OFF -DPython3_EXECUTABLE="$python" >/dev/null
+cmake --build build-tsan -j2 --target lastmile_unit_tests lastmile_determinism_tests
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_determinism_tests --gtest_brief=1
+TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_unit_tests --gtest_brief=1 \
+  --gtest_filter='CustomProcessors.*:RequestBatch*'
 
 echo "== ASan+UBSan build: unit, determinism and CLI error tests" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \

@@ -1,6 +1,7 @@
 // lastmile — Sampler::sample: the pipeline of spec §2.1, one step per line, run on every row.
 #include "lastmile/sampler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <new>
 #include <string>
@@ -82,6 +83,24 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
   bad_token_ids_[row] = step.bad_token_id;
 }
 
+// Sizes every worker's scratch for this batch before any row runs, so that which worker takes
+// which row never decides whether a call allocates: steady state allocates nothing.
+void SamplerImpl::reserve_scratch(const Batch& batch, bool counts_penalties) {
+  if (batch.requests.empty()) return;
+  size_t history = 0, allowed = 0;
+  for (const BatchRequest& r : batch.requests) {
+    if (counts_penalties)
+      history = std::max(
+          history, r.prompt_token_ids.size() + r.output_token_ids.size() + r.spec_token_ids.size());
+    if (r.params.allowed_token_ids) allowed = std::max(allowed, r.params.allowed_token_ids->size());
+  }
+  for (RowScratch& s : scratch_) {
+    if (!scratch_ready_) s.reserve(config_.vocab_size);  // the first real call sizes the rows
+    s.reserve_lists(history, allowed);
+  }
+  scratch_ready_ = true;
+}
+
 const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& batch,
                                          std::span<const KeptRowState> kept) {
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
@@ -89,10 +108,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   plan.sampler_seed = config_.seed;
   plan.call_index = calls_++;
   plan.processors = config_.logits_processors;
-  if (plan.num_rows > 0 && !scratch_ready_) {  // the first real call sizes the workspace
-    for (RowScratch& s : scratch_) s.reserve(config_.vocab_size);
-    scratch_ready_ = true;
-  }
+  reserve_scratch(batch, kept.empty());
   out_.prepare(plan);
   bad_token_ids_.resize(plan.num_rows);
   auto task = [&](int64_t row, int worker) { sample_row(plan, logits, batch, kept, row, worker); };

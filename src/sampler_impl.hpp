@@ -30,6 +30,7 @@ class SamplerImpl {
   const Backend& backend() const { return backend_; }
 
  private:
+  void reserve_scratch(const Batch& batch, bool counts_penalties);
   void sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                   std::span<const KeptRowState> kept, int64_t row, int worker);
 

@@ -47,7 +47,7 @@ class Sampler {
 
   // Validates the batch and logits (InvalidArgument naming request, field and value), then runs
   // the pipeline. The result lives in the sampler until the next call. Allocates only while
-  // its workspace grows to the largest batch seen.
+  // its workspace grows to the largest batch (rows, histories, whitelists) seen so far.
   const SamplerOutput& sample(const LogitsView& logits, const Batch& batch);
 
   const SamplerConfig& config() const;

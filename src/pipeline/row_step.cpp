@@ -11,6 +11,12 @@ void RowScratch::reserve(int64_t vocab_size) {
   if (sort_ids.size() < n) sort_ids.resize(n);
 }
 
+void RowScratch::reserve_lists(size_t history_size, size_t allowed_size) {
+  history_keys.reserve(history_size);
+  token_counts.reserve(history_size);
+  saved.reserve(allowed_size);
+}
+
 const void* row_pointer(const LogitsView& logits, int64_t row) {
   const size_t element = logits.dtype == DType::f32 ? 4 : 2;
   const int64_t stride = logits.row_stride ? logits.row_stride : logits.vocab_size;

@@ -31,6 +31,8 @@ struct RowScratch {
   std::vector<int64_t> history_keys;  // token_id * 2 + (1 if output), for counting
 
   void reserve(int64_t vocab_size);
+  // Room for the longest history and whitelist of a batch, whichever worker gets that row.
+  void reserve_lists(size_t history_size, size_t allowed_size);
 };
 
 // Output history of spec §2.2: output tokens, then the drafts when they count.

@@ -1,0 +1,69 @@
+// Steady state allocates nothing (DESIGN "Memory and threads"): after a warm-up call sizes the
+// workspace, Sampler::sample on a batch of the same shape makes no heap allocation, on one
+// thread and on several. Counted with a replaced global operator new.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "unit/test_util.hpp"
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace lastmile_test {
+namespace {
+
+TEST(Allocation, SteadyStateSampleAllocatesNothing) {
+  constexpr int64_t kVocab = 1000;
+  constexpr int kRows = 6;
+  std::vector<float> logits(kRows * kVocab);
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>((i * 7919) % 1000) / 100.0f;
+  const std::vector<TokenId> prompt = {1, 2, 3}, output = {4, 5, 5, 6};
+  lastmile::Batch batch;
+  batch.num_logprobs = 5;
+  for (int r = 0; r < kRows; ++r) {
+    lastmile::BatchRequest& row = batch.requests.emplace_back();
+    row.prompt_token_ids = prompt;
+    row.output_token_ids = output;
+    row.params.seed = static_cast<uint64_t>(r);
+  }
+  batch.requests[0].params.temperature = 0.0f;
+  batch.requests[1].params.top_k = 20;
+  batch.requests[1].params.top_p = 0.9f;
+  batch.requests[2].params.min_p = 0.1f;
+  batch.requests[3].params.repetition_penalty = 1.2f;
+  batch.requests[3].params.frequency_penalty = 0.5f;
+  batch.requests[3].params.bad_words_token_ids = {{5, 6, 7}, {9}};
+  batch.requests[4].params.allowed_token_ids = std::vector<TokenId>{1, 2, 3, 4, 5};
+  batch.requests[4].params.logit_bias = {{3, 1.0f}};
+  batch.requests[5].params.logprob_token_ids = std::vector<TokenId>{7, 8};
+  batch.requests[5].params.min_tokens = 9;
+  batch.requests[5].params.stop_token_ids = {0};
+  for (int threads : {1, 2}) {
+    lastmile::SamplerConfig config;
+    config.vocab_size = kVocab;
+    config.max_batch = kRows;
+    config.threads = threads;
+    lastmile::Sampler sampler(config);
+    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+    sampler.sample(view, batch);  // warm-up: sizes the workspace
+    const int64_t before = g_allocations.load();
+    for (int step = 0; step < 5; ++step) sampler.sample(view, batch);
+    EXPECT_EQ(g_allocations.load() - before, 0) << "threads " << threads;
+  }
+}
+
+}  // namespace
+}  // namespace lastmile_test
