@@ -23,6 +23,15 @@ struct DemoOptions {
   int threads = 0;
 };
 
+struct BenchOptions {
+  std::string scenario;  // a name or prefix; empty: all
+  int threads = 0;
+  std::string json_path;
+};
+
+// `lastmile bench`: scenarios timed against the roofline and the full-sort baseline.
+int run_bench(const BenchOptions& options);
+
 // The README's main job: an embedded LLM-shaped batch sampled for a few steps.
 int run_demo(const DemoOptions& options);
 

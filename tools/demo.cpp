@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "lastmile/lastmile.hpp"
+#include "llm_logits.hpp"
 
 namespace lastmile::cli {
 namespace {
@@ -51,18 +52,14 @@ std::vector<DemoRequest> demo_requests() {
   return r;
 }
 
-// One step's logits: N(0, 2.5) body, 40 candidates lifted by 6..16, and the request's last
-// token made likely again (so penalties have something to do).
+// One step's logits: LLM-shaped rows, with each request's last token made likely again (so
+// penalties have something to do).
 void fill_logits(std::mt19937_64& rng, std::span<const TokenId> last_tokens,
                  std::vector<float>& logits) {
-  std::normal_distribution<float> body(0.0f, 2.5f);
-  std::uniform_int_distribution<int32_t> token(0, kVocab - 1);
-  std::uniform_real_distribution<float> lift(6.0f, 16.0f);
   const size_t rows = logits.size() / kVocab;
   for (size_t r = 0; r < rows; ++r) {
     float* row = logits.data() + r * kVocab;
-    for (int64_t v = 0; v < kVocab; ++v) row[v] = body(rng);
-    for (int i = 0; i < 40; ++i) row[token(rng)] += lift(rng);
+    fill_llm_row(rng, row, kVocab);
     if (last_tokens[r] >= 0) row[last_tokens[r]] += 14.0f;
   }
 }

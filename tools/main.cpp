@@ -33,6 +33,14 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--threads", run.threads, "worker threads (0: all cores)")
       ->check(CLI::Range(0, 1024));
 
+  lastmile::cli::BenchOptions bench;
+  CLI::App* bench_cmd =
+      app.add_subcommand("bench", "time scenarios against the roofline and a full-sort baseline");
+  bench_cmd->add_option("--scenario", bench.scenario, "a scenario name or prefix (default: all)");
+  bench_cmd->add_option("--threads", bench.threads, "worker threads (0: all cores)")
+      ->check(CLI::Range(0, 1024));
+  bench_cmd->add_option("--json", bench.json_path, "also write the results as JSON to this file");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,6 +50,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run_cmd) return lastmile::cli::run_case(run);
+    if (*bench_cmd) return lastmile::cli::run_bench(bench);
     return lastmile::cli::run_demo(demo);
   } catch (const lastmile::Error& e) {
     std::fprintf(stderr, "lastmile: error: %s\n", e.what());

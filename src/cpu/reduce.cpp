@@ -1,0 +1,56 @@
+// lastmile — reductions over a row, one SIMD pass each (Highway; STYLE §5).
+#include <algorithm>
+#include <limits>
+
+#include "cpu/kernels.hpp"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/reduce.cpp"  // this file, re-included once per target
+#include <hwy/foreach_target.h>              // must come before highway.h
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace lastmile::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+float row_max(const float* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  auto best0 = hn::Set(d, -std::numeric_limits<float>::infinity());
+  auto best1 = best0;  // two accumulators: the loop is load-bound, not latency-bound
+  size_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    best0 = hn::Max(best0, hn::LoadU(d, x + i));
+    best1 = hn::Max(best1, hn::LoadU(d, x + i + lanes));
+  }
+  float result = hn::GetLane(hn::MaxOfLanes(d, hn::Max(best0, best1)));
+  for (; i < n; ++i) result = std::max(result, x[i]);  // tail: never read past n
+  return result;
+}
+
+uint16_t row_max_bits16(const uint16_t* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<uint16_t> d;
+  const size_t lanes = hn::Lanes(d);
+  auto best = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) best = hn::Max(best, hn::LoadU(d, x + i));
+  uint16_t result = hn::GetLane(hn::MaxOfLanes(d, best));
+  for (; i < n; ++i) result = std::max(result, x[i]);
+  return result;
+}
+
+}  // namespace lastmile::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lastmile::cpu {
+HWY_EXPORT(row_max);
+HWY_EXPORT(row_max_bits16);
+float row_max(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_max)(x, n); }
+uint16_t row_max_bits16(const uint16_t* x, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(row_max_bits16)(x, n);
+}
+const char* dispatch_target_name() {
+  return hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0]);
+}
+}  // namespace lastmile::cpu
+#endif

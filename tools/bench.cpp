@@ -1,0 +1,373 @@
+// lastmile CLI — `lastmile bench`: each scenario timed three ways on the same logits in one run:
+// lastmile's Sampler ("ours"), the memory roofline (one SIMD max-reduce read over the rows) and
+// the full-sort baseline (vLLM's CPU path re-told in C++). Medians; ratios from the same run.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "cpu/kernels.hpp"
+#include "full_sort_baseline.hpp"
+#include "lastmile/lastmile.hpp"
+#include "llm_logits.hpp"
+#include "threading/thread_pool.hpp"
+
+namespace lastmile::cli {
+namespace {
+
+struct Scenario {
+  std::string name;
+  int64_t batch;
+  int64_t vocab;
+  DType dtype = DType::f32;
+  bool flat = false;  // N(0, 1) logits instead of LLM-shaped ones
+  int threads;
+  std::function<void(int64_t row, BatchRequest&, std::vector<TokenId>& history)> request;
+  std::optional<int32_t> num_logprobs;
+  bool stateful = false;  // RequestBatch::step with the request's history as its prompt
+};
+
+struct Result {
+  Scenario scenario;
+  double ours_us = 0, roofline_us = 0, baseline_us = 0;  // per row, medians
+};
+
+// Median seconds per call: one warm-up call, then at least 5 calls and 0.3 s (at most 25 calls).
+double median_seconds(const std::function<void()>& call) {
+  call();
+  std::vector<double> times;
+  double total = 0;
+  while (times.size() < 25 && (times.size() < 5 || total < 0.3)) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    total += times.back();
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
+void topk_topp(BatchRequest& r) {
+  r.params.temperature = 0.7f;
+  r.params.top_k = 50;
+  r.params.top_p = 0.9f;
+}
+
+// The serving mix: a quarter each greedy, top-k/top-p, min-p and top-p rows, all penalised over a
+// 2k-token history (1k prompt + 1k output), 5 logprobs per row.
+void serving_mix(int64_t row, BatchRequest& r, std::vector<TokenId>& history, int64_t vocab) {
+  std::mt19937_64 rng(static_cast<uint64_t>(row) + 1);
+  std::uniform_int_distribution<TokenId> token(0, static_cast<TokenId>(vocab - 1));
+  history.resize(2000);
+  for (TokenId& t : history) t = token(rng);
+  r.prompt_token_ids = std::span<const TokenId>(history).first(1000);
+  r.output_token_ids = std::span<const TokenId>(history).last(1000);
+  RequestParams& p = r.params;
+  p.repetition_penalty = 1.1f;
+  p.frequency_penalty = 0.2f;
+  p.presence_penalty = 0.1f;
+  switch (row % 4) {
+    case 0:
+      p.temperature = 0.0f;
+      break;
+    case 1:
+      topk_topp(r);
+      break;
+    case 2:
+      p.min_p = 0.05f;
+      break;
+    case 3:
+      p.temperature = 0.8f;
+      p.top_p = 0.95f;
+      break;
+  }
+}
+
+std::vector<Scenario> all_scenarios(int threads) {
+  const int64_t kLlama = 128256, kQwen = 151936;
+  std::vector<Scenario> s;
+  auto none = [](int64_t, BatchRequest&, std::vector<TokenId>&) {};
+  s.push_back({"greedy",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.temperature = 0.0f; },
+               {}});
+  s.push_back({"temperature",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.temperature = 0.8f; },
+               {}});
+  s.push_back({"topk_topp",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
+               {}});
+  s.push_back({"topp",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
+               {}});
+  s.push_back({"topp_flat",
+               64,
+               kLlama,
+               DType::f32,
+               true,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
+               {}});
+  s.push_back({"minp",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.min_p = 0.05f; },
+               {}});
+  auto mix = [](int64_t vocab) {
+    return [vocab](int64_t row, BatchRequest& r, std::vector<TokenId>& h) {
+      serving_mix(row, r, h, vocab);
+    };
+  };
+  s.push_back({"serving_mix", 64, kLlama, DType::f32, false, threads, mix(kLlama), 5});
+  s.push_back({"serving_mix_1thread", 64, kLlama, DType::f32, false, 1, mix(kLlama), 5});
+  s.push_back({"serving_mix_qwen", 64, kQwen, DType::bf16, false, threads, mix(kQwen), 5});
+  s.push_back({"decode_b1",
+               1,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
+               {}});
+  for (int64_t b : {1, 4, 16, 64, 256})
+    s.push_back({"scaling_b" + std::to_string(b),
+                 b,
+                 kLlama,
+                 DType::f32,
+                 false,
+                 threads,
+                 [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
+                 {}});
+  for (int64_t v : {32000, 128256, 256000})
+    s.push_back({"scaling_v" + std::to_string(v),
+                 64,
+                 v,
+                 DType::f32,
+                 false,
+                 threads,
+                 [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
+                 {}});
+  for (int64_t h : {0, 32000}) {
+    Scenario st{"stateful_history_" + std::to_string(h / 1000) + "k",
+                8,
+                kLlama,
+                DType::f32,
+                false,
+                threads,
+                [h](int64_t row, BatchRequest& r, std::vector<TokenId>& history) {
+                  std::mt19937_64 rng(static_cast<uint64_t>(row) + 7);
+                  std::uniform_int_distribution<TokenId> token(0, 128255);
+                  history.resize(static_cast<size_t>(h));
+                  for (TokenId& t : history) t = token(rng);
+                  r.prompt_token_ids = history;
+                  topk_topp(r);
+                  r.params.repetition_penalty = 1.1f;
+                  r.params.frequency_penalty = 0.2f;
+                },
+                {}};
+    st.stateful = true;
+    s.push_back(st);
+  }
+  (void)none;
+  return s;
+}
+
+std::vector<unsigned char> make_logits(const Scenario& s) {
+  std::mt19937_64 rng(1234);
+  std::vector<float> row(static_cast<size_t>(s.vocab));
+  const size_t element = s.dtype == DType::f32 ? 4 : 2;
+  std::vector<unsigned char> bytes(static_cast<size_t>(s.batch * s.vocab) * element);
+  for (int64_t r = 0; r < s.batch; ++r) {
+    if (s.flat)
+      fill_flat_row(rng, row.data(), s.vocab);
+    else
+      fill_llm_row(rng, row.data(), s.vocab);
+    for (int64_t v = 0; v < s.vocab; ++v) {
+      const size_t at = static_cast<size_t>(r * s.vocab + v);
+      if (s.dtype == DType::f32) {
+        std::memcpy(bytes.data() + at * 4, &row[v], 4);
+      } else {  // bf16: round to nearest even
+        uint32_t bits;
+        std::memcpy(&bits, &row[v], 4);
+        const auto half = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+        std::memcpy(bytes.data() + at * 2, &half, 2);
+      }
+    }
+  }
+  return bytes;
+}
+
+Result run_scenario(const Scenario& s) {
+  Result result{s};
+  const std::vector<unsigned char> bytes = make_logits(s);
+  const LogitsView view{bytes.data(), s.batch, s.vocab, s.vocab, s.dtype};
+  Batch batch;
+  batch.num_logprobs = s.num_logprobs;
+  std::vector<std::vector<TokenId>> histories(static_cast<size_t>(s.batch));
+  for (int64_t r = 0; r < s.batch; ++r) {
+    BatchRequest& row = batch.requests.emplace_back();
+    row.params.seed = static_cast<uint64_t>(r);
+    s.request(r, row, histories[static_cast<size_t>(r)]);
+  }
+  SamplerConfig config;
+  config.vocab_size = s.vocab;
+  config.max_batch = s.batch;
+  config.threads = s.threads;
+  const auto rows = static_cast<double>(s.batch);
+  if (s.stateful) {
+    RequestBatch requests(config);
+    for (int64_t r = 0; r < s.batch; ++r) {
+      const BatchRequest& row = batch.requests[static_cast<size_t>(r)];
+      requests.add(std::to_string(r), row.params, row.prompt_token_ids);
+    }
+    result.ours_us = median_seconds([&] { requests.step(view); }) / rows * 1e6;
+  } else {
+    Sampler sampler(config);
+    result.ours_us = median_seconds([&] { sampler.sample(view, batch); }) / rows * 1e6;
+  }
+
+  detail::ThreadPool pool(s.threads);
+  std::vector<float> sink(static_cast<size_t>(s.batch));
+  auto roofline = [&](int64_t r, int) {
+    if (s.dtype == DType::f32)
+      sink[r] = cpu::row_max(static_cast<const float*>(view.data) + r * s.vocab, s.vocab);
+    else
+      sink[r] = cpu::row_max_bits16(static_cast<const uint16_t*>(view.data) + r * s.vocab, s.vocab);
+  };
+  result.roofline_us = median_seconds([&] { pool.run(s.batch, roofline); }) / rows * 1e6;
+
+  std::vector<bench::BaselineScratch> scratch(static_cast<size_t>(pool.num_threads()));
+  auto baseline = [&](int64_t r, int worker) {
+    sink[r] = static_cast<float>(bench::baseline_sample_row(
+        view, r, batch.requests[static_cast<size_t>(r)], s.num_logprobs.value_or(-1),
+        static_cast<uint64_t>(r), scratch[static_cast<size_t>(worker)]));
+  };
+  result.baseline_us = median_seconds([&] { pool.run(s.batch, baseline); }) / rows * 1e6;
+  return result;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// Least-squares slope of log(time per call) against log(x).
+double fitted_exponent(const std::vector<std::pair<double, double>>& points) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    sx += std::log(x), sy += std::log(y), sxx += std::log(x) * std::log(x),
+        sxy += std::log(x) * std::log(y);
+  }
+  const double n = static_cast<double>(points.size());
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& options) {
+  const int threads =
+      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Scenario> scenarios;
+  for (Scenario& s : all_scenarios(threads))
+    if (options.scenario.empty() || s.name.rfind(options.scenario, 0) == 0)
+      scenarios.push_back(std::move(s));
+  if (scenarios.empty())
+    throw InvalidArgument("--scenario " + options.scenario +
+                          ": no scenario has that name or prefix");
+
+  std::vector<Result> results;
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const Scenario& s = scenarios[i];
+    std::fprintf(stderr, "[%zu/%zu] %s: batch %lld, vocab %lld, %s, %d threads ...\n", i + 1,
+                 scenarios.size(), s.name.c_str(), static_cast<long long>(s.batch),
+                 static_cast<long long>(s.vocab), s.dtype == DType::f32 ? "fp32" : "bf16",
+                 s.threads);
+    results.push_back(run_scenario(s));
+  }
+
+  std::printf("lastmile bench: backend reference, SIMD target %s, %s, medians per row\n\n",
+              cpu::dispatch_target_name(), cpu_model().c_str());
+  std::printf("%-22s %6s %7s %5s %3s %12s %12s %13s %9s %10s\n", "scenario", "batch", "vocab",
+              "dtype", "thr", "ours_us/row", "roofline_us", "baseline_us", "ours/roof",
+              "base/ours");
+  nlohmann::json scenario_json = nlohmann::json::array();
+  for (const Result& r : results) {
+    const Scenario& s = r.scenario;
+    const char* dtype = s.dtype == DType::f32 ? "fp32" : "bf16";
+    std::printf("%-22s %6lld %7lld %5s %3d %12.1f %12.1f %13.1f %9.2f %10.2f\n", s.name.c_str(),
+                static_cast<long long>(s.batch), static_cast<long long>(s.vocab), dtype, s.threads,
+                r.ours_us, r.roofline_us, r.baseline_us, r.ours_us / r.roofline_us,
+                r.baseline_us / r.ours_us);
+    scenario_json.push_back({{"name", s.name},
+                             {"batch", s.batch},
+                             {"vocab", s.vocab},
+                             {"dtype", dtype},
+                             {"threads", s.threads},
+                             {"median_us_per_row", r.ours_us},
+                             {"roofline_us_per_row", r.roofline_us},
+                             {"baseline_us_per_row", r.baseline_us}});
+  }
+  std::vector<std::pair<double, double>> by_batch, by_vocab;
+  for (const Result& r : results) {
+    const double per_call = r.ours_us * static_cast<double>(r.scenario.batch);
+    if (r.scenario.name.rfind("scaling_b", 0) == 0)
+      by_batch.emplace_back(r.scenario.batch, per_call);
+    if (r.scenario.name.rfind("scaling_v", 0) == 0)
+      by_vocab.emplace_back(r.scenario.vocab, per_call);
+  }
+  if (by_batch.size() > 1)
+    std::printf("\nscaling: time per call ~ batch^%.2f", fitted_exponent(by_batch));
+  if (by_vocab.size() > 1) std::printf(", ~ vocab^%.2f", fitted_exponent(by_vocab));
+  if (by_batch.size() > 1 || by_vocab.size() > 1) std::printf("\n");
+
+  if (!options.json_path.empty()) {
+    const nlohmann::json doc = {{"machine",
+                                 {{"cpu", cpu_model()},
+                                  {"hardware_threads", std::thread::hardware_concurrency()},
+                                  {"simd_target", cpu::dispatch_target_name()},
+                                  {"backend", "reference"}}},
+                                {"scenarios", scenario_json}};
+    std::ofstream out(options.json_path);
+    out << doc.dump(2) << '\n';
+    if (!out) throw Error(ErrorCode::internal, options.json_path + ": write failed");
+  }
+  return 0;
+}
+
+}  // namespace lastmile::cli
