@@ -9,6 +9,7 @@ packages=(
   g++=4:12.*              # C++20 compiler
   make=4.3*
   python3                 # runs the golden checker and the CLI error tests
+  libhwy-dev=1.0.3-*      # Highway: SIMD kernels with runtime dispatch
   librandom123-dev=1.14.* # Philox-4x32-10, the counter-based random stream
   nlohmann-json3-dev=3.11.* # case.json / output.json in the CLI and tests
   libcli11-dev=2.1.*      # CLI parsing
