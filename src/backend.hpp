@@ -20,10 +20,11 @@ struct TokenCount {
   bool in_prompt = false;
 };
 
-// Scratch for top-k / top-p: room for one row of ids and one of floats.
+// Scratch for selection and sorting: room for one row each of ids, floats and 64-bit keys.
 struct SortScratch {
   std::span<int32_t> ids;
   std::span<float> values;
+  std::span<uint64_t> keys;
 };
 
 class Backend {
@@ -58,7 +59,7 @@ class Backend {
 
   // A draw from softmax(x) by inverse CDF over a uniform u in (0, 1) (DESIGN "Randomness").
   // An all -inf row returns 0, as vLLM's NaN probabilities do.
-  virtual TokenId draw(const float* x, int64_t n, double u) const = 0;
+  virtual TokenId draw(const float* x, int64_t n, double u, SortScratch scratch) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,
@@ -75,5 +76,7 @@ class Backend {
 
 // The scalar oracle.
 const Backend& reference_backend();
+// Highway SIMD and selection instead of sorting (src/cpu/).
+const Backend& cpu_backend();
 
 }  // namespace lastmile::detail

@@ -99,6 +99,10 @@ class RequestBatchImpl {
   }
 
   int64_t size() const { return static_cast<int64_t>(requests_.size()); }
+  std::string backend_name() const {
+    return std::string(sampler_.backend().name()) + " (" +
+           std::string(sampler_.backend().description()) + ")";
+  }
 
   const std::string& request_id(int64_t row) const {
     if (row < 0 || row >= size())
@@ -154,6 +158,7 @@ const SamplerOutput& RequestBatch::step(const LogitsView& logits) {
       "step", [&]() -> const SamplerOutput& { return impl_->step(logits); });
 }
 int64_t RequestBatch::size() const { return impl_->size(); }
+std::string RequestBatch::backend_name() const { return impl_->backend_name(); }
 const std::string& RequestBatch::request_id(int64_t row) const { return impl_->request_id(row); }
 std::span<const TokenId> RequestBatch::output_token_ids(std::string_view request_id) const {
   return impl_->output_token_ids(request_id);

@@ -50,7 +50,7 @@ void run_pipeline(RowStep& row) {
 
 SamplerImpl::SamplerImpl(SamplerConfig config)
     : config_((validate_config(config), std::move(config))),
-      backend_(reference_backend()),
+      backend_(config_.backend == BackendKind::reference ? reference_backend() : cpu_backend()),
       pool_(resolve_threads(config_.threads)),
       scratch_(pool_.num_threads()) {}
 
@@ -143,5 +143,10 @@ const SamplerOutput& Sampler::sample(const LogitsView& logits, const Batch& batc
 }
 
 const SamplerConfig& Sampler::config() const { return impl_->config(); }
+
+std::string Sampler::backend_name() const {
+  const detail::Backend& b = impl_->backend();
+  return std::string(b.name()) + " (" + std::string(b.description()) + ")";
+}
 
 }  // namespace lastmile

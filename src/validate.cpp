@@ -51,6 +51,10 @@ void validate_config(const SamplerConfig& config) {
   if (!valid_mode(config.logprobs_mode))
     fail("config", "logprobs_mode must be a LogprobsMode, got enum value " +
                        std::to_string(static_cast<int>(config.logprobs_mode)));
+  if (config.backend != BackendKind::automatic && config.backend != BackendKind::cpu &&
+      config.backend != BackendKind::reference)
+    fail("config", "backend must be automatic, cpu or reference, got enum value " +
+                       std::to_string(static_cast<int>(config.backend)));
   for (size_t i = 0; i < config.logits_processors.size(); ++i)
     if (!config.logits_processors[i])
       fail("config", "logits_processors[" + std::to_string(i) + "] is null");

@@ -35,6 +35,7 @@ struct Scenario {
   std::function<void(int64_t row, BatchRequest&, std::vector<TokenId>& history)> request;
   std::optional<int32_t> num_logprobs;
   bool stateful = false;  // RequestBatch::step with the request's history as its prompt
+  BackendKind backend = BackendKind::automatic;
 };
 
 struct Result {
@@ -246,6 +247,7 @@ Result run_scenario(const Scenario& s) {
   config.vocab_size = s.vocab;
   config.max_batch = s.batch;
   config.threads = s.threads;
+  config.backend = s.backend;
   const auto rows = static_cast<double>(s.batch);
   if (s.stateful) {
     RequestBatch requests(config);
@@ -304,6 +306,14 @@ int run_bench(const BenchOptions& options) {
   const int threads =
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Scenario> scenarios;
+  std::string backend_name;
+  {
+    SamplerConfig probe;
+    probe.vocab_size = 1;
+    probe.threads = 1;
+    probe.backend = options.backend;
+    backend_name = Sampler(probe).backend_name();
+  }
   for (Scenario& s : all_scenarios(threads))
     if (options.scenario.empty() || s.name.rfind(options.scenario, 0) == 0)
       scenarios.push_back(std::move(s));
@@ -321,8 +331,8 @@ int run_bench(const BenchOptions& options) {
     results.push_back(run_scenario(s));
   }
 
-  std::printf("lastmile bench: backend reference, SIMD target %s, %s, medians per row\n\n",
-              cpu::dispatch_target_name(), cpu_model().c_str());
+  std::printf("lastmile bench: backend %s, %s, medians per row\n\n", backend_name.c_str(),
+              cpu_model().c_str());
   std::printf("%-22s %6s %7s %5s %3s %12s %12s %13s %9s %10s\n", "scenario", "batch", "vocab",
               "dtype", "thr", "ours_us/row", "roofline_us", "baseline_us", "ours/roof",
               "base/ours");
@@ -361,7 +371,7 @@ int run_bench(const BenchOptions& options) {
                                  {{"cpu", cpu_model()},
                                   {"hardware_threads", std::thread::hardware_concurrency()},
                                   {"simd_target", cpu::dispatch_target_name()},
-                                  {"backend", "reference"}}},
+                                  {"backend", backend_name}}},
                                 {"scenarios", scenario_json}};
     std::ofstream out(options.json_path);
     out << doc.dump(2) << '\n';

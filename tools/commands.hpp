@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "lastmile/sampler.hpp"
+
 namespace lastmile::cli {
 
 struct RunOptions {
@@ -13,6 +15,7 @@ struct RunOptions {
   std::optional<int> num_logprobs;
   int repeat = 0;
   int threads = 0;
+  BackendKind backend = BackendKind::automatic;
 };
 
 // The golden runner contract (../shared/golden/README.md). Throws lastmile::Error on bad input.
@@ -21,11 +24,13 @@ int run_case(const RunOptions& options);
 struct DemoOptions {
   int steps = 8;
   int threads = 0;
+  BackendKind backend = BackendKind::automatic;
 };
 
 struct BenchOptions {
   std::string scenario;  // a name or prefix; empty: all
   int threads = 0;
+  BackendKind backend = BackendKind::automatic;
   std::string json_path;
 };
 

@@ -73,6 +73,7 @@ int run_demo(const DemoOptions& options) {
   config.max_batch = static_cast<int64_t>(requests.size());
   config.threads = options.threads;
   config.seed = 2026;
+  config.backend = options.backend;
   RequestBatch batch(config);
   const std::vector<TokenId> prompt = {128000, 791, 6864, 315, 9822, 374};  // an example prompt
   for (const DemoRequest& r : requests) batch.add(r.id, r.params, prompt);
@@ -126,9 +127,10 @@ int run_demo(const DemoOptions& options) {
                    step_seconds.end());
   const double median_us = step_seconds[step_seconds.size() / 2] * 1e6;
   std::printf(
-      "\ntiming: median %.0f us per step, %.0f us per row, over %d steps (backend reference, %s "
+      "\ntiming: median %.0f us per step, %.0f us per row, over %d steps (backend %s, %s "
       "threads)\n",
       median_us, median_us / static_cast<double>(requests.size()), options.steps,
+      batch.backend_name().c_str(),
       options.threads ? std::to_string(options.threads).c_str() : "all");
   return 0;
 }

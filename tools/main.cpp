@@ -3,21 +3,36 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <map>
 #include <new>
+#include <string>
 
 #include "commands.hpp"
 #include "lastmile/lastmile.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"lastmile: vLLM's V1 sampler in C++ (run with no arguments for a demo)"};
-  app.set_version_flag("--version",
-                       std::string("lastmile ") + lastmile::kVersion + " (backend: reference)");
+  app.set_version_flag("--version", std::function<std::string()>([] {
+                         lastmile::SamplerConfig probe;
+                         probe.vocab_size = 1;
+                         probe.threads = 1;
+                         return std::string("lastmile ") + lastmile::kVersion +
+                                ", backends: " + lastmile::Sampler(probe).backend_name() +
+                                " (default), reference (scalar C++)";
+                       }));
+  const std::map<std::string, lastmile::BackendKind> backends = {
+      {"auto", lastmile::BackendKind::automatic},
+      {"cpu", lastmile::BackendKind::cpu},
+      {"reference", lastmile::BackendKind::reference}};
   app.require_subcommand(0, 1);
 
   lastmile::cli::DemoOptions demo;
   app.add_option("--steps", demo.steps, "demo: decoding steps")->check(CLI::Range(1, 1000));
   app.add_option("--threads", demo.threads, "worker threads (0: all cores)")
       ->check(CLI::Range(0, 1024));
+  app.add_option("--backend", demo.backend, "auto | cpu | reference")
+      ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
 
   lastmile::cli::RunOptions run;
   CLI::App* run_cmd =
@@ -32,6 +47,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000000));
   run_cmd->add_option("--threads", run.threads, "worker threads (0: all cores)")
       ->check(CLI::Range(0, 1024));
+  run_cmd->add_option("--backend", run.backend, "auto | cpu | reference")
+      ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
 
   lastmile::cli::BenchOptions bench;
   CLI::App* bench_cmd =
@@ -40,6 +57,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--threads", bench.threads, "worker threads (0: all cores)")
       ->check(CLI::Range(0, 1024));
   bench_cmd->add_option("--json", bench.json_path, "also write the results as JSON to this file");
+  bench_cmd->add_option("--backend", bench.backend, "auto | cpu | reference")
+      ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
 
   try {
     app.parse(argc, argv);

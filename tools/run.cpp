@@ -29,6 +29,7 @@ int run_case(const RunOptions& options) {
   config.max_batch = std::max<int64_t>(1, logits.num_rows);
   config.logprobs_mode = c.logprobs_mode;
   config.threads = options.threads;
+  config.backend = options.backend;
   Sampler sampler(config);
   Batch batch = c.batch();
 

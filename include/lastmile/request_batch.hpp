@@ -52,6 +52,7 @@ class RequestBatch {
   const SamplerOutput& step(const LogitsView& logits);
 
   int64_t size() const;
+  std::string backend_name() const;  // as Sampler::backend_name
   const std::string& request_id(int64_t row) const;
   std::span<const TokenId> output_token_ids(std::string_view request_id) const;
 

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lastmile/batch.hpp"
@@ -16,12 +17,17 @@ namespace detail {
 class SamplerImpl;
 }
 
+// Which kernels run the pipeline. `cpu`: Highway SIMD with runtime dispatch and selection instead
+// of sorting; `reference`: the plain scalar oracle. Results agree (tests/unit/backend_kernels).
+enum class BackendKind { automatic, cpu, reference };
+
 struct SamplerConfig {
   int64_t vocab_size = 0;  // logits width; every token id must be in [0, vocab_size)
   int64_t max_batch = 1;   // rows per call, at most
   LogprobsMode logprobs_mode = LogprobsMode::raw_logprobs;
   int threads = 0;    // 0: hardware concurrency; results never depend on it
   uint64_t seed = 0;  // seeds of requests without their own
+  BackendKind backend = BackendKind::automatic;                           // automatic: cpu
   std::vector<std::shared_ptr<const LogitsProcessor>> logits_processors;  // run in list order
 };
 
@@ -51,6 +57,8 @@ class Sampler {
   const SamplerOutput& sample(const LogitsView& logits, const Batch& batch);
 
   const SamplerConfig& config() const;
+  // The backend in use, e.g. "cpu (AVX3)" or "reference (scalar C++)".
+  std::string backend_name() const;
 
  private:
   friend class RequestBatch;

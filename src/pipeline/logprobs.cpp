@@ -24,8 +24,7 @@ void gather_top_n(RowStep& row, const float* active, int64_t rank) {
   float* values = out.top_logprobs.data() + row.row * width;
   ids[0] = row.sampled_token;
   values[0] = active[row.sampled_token];
-  row.backend.top_n(active, row.vocab_size(), width - 1, ids + 1, values + 1,
-                    {row.scratch.sort_ids, row.scratch.sort_values});
+  row.backend.top_n(active, row.vocab_size(), width - 1, ids + 1, values + 1, row.scratch.sort());
   out.top_ranks[row.row] = rank;
 }
 

@@ -9,6 +9,7 @@ void RowScratch::reserve(int64_t vocab_size) {
   if (raw.size() < n) raw.resize(n);
   if (sort_values.size() < n) sort_values.resize(n);
   if (sort_ids.size() < n) sort_ids.resize(n);
+  if (sort_keys.size() < n) sort_keys.resize(n);
 }
 
 void RowScratch::reserve_lists(size_t history_size, size_t allowed_size) {

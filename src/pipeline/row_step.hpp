@@ -26,11 +26,13 @@ struct RowScratch {
   std::vector<float> raw;     // the raw-mode snapshot of step 1
   std::vector<float> sort_values;
   std::vector<int32_t> sort_ids;
+  std::vector<uint64_t> sort_keys;
   std::vector<float> saved;  // allowed ids' values while the row is masked
   std::vector<TokenCount> token_counts;
   std::vector<int64_t> history_keys;  // token_id * 2 + (1 if output), for counting
 
   void reserve(int64_t vocab_size);
+  SortScratch sort() { return {sort_ids, sort_values, sort_keys}; }
   // Room for the longest history and whitelist of a batch, whichever worker gets that row.
   void reserve_lists(size_t history_size, size_t allowed_size);
 };

@@ -9,8 +9,7 @@ void apply_top_k_top_p(RowStep& row) {
   const bool top_k = row.sampling.top_k < row.vocab_size();
   if (!top_k && !row.plan.any_top_p) return;
   row.backend.apply_top_k_top_p(row.logits.data(), row.vocab_size(), row.sampling.top_k,
-                                row.plan.any_top_p, row.sampling.top_p,
-                                {row.scratch.sort_ids, row.scratch.sort_values});
+                                row.plan.any_top_p, row.sampling.top_p, row.scratch.sort());
 }
 
 }  // namespace lastmile::detail

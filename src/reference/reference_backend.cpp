@@ -108,7 +108,7 @@ class ReferenceBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) x[order[i]] = sorted[i];
   }
 
-  TokenId draw(const float* x, int64_t n, double u) const override {
+  TokenId draw(const float* x, int64_t n, double u, SortScratch) const override {
     const float max = row_max(x, n);
     if (max == kNegInf) return 0;
     const double target = u * sum_exp(x, n, max);

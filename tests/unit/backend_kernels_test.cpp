@@ -1,8 +1,11 @@
-// The scalar reference backend's row kernels (src/backend.hpp) at awkward sizes: vocab 1, 7, 111
-// and 32001 hit every tail. Expected values are computed independently here, in double.
+// Every backend's row kernels (src/backend.hpp): the scalar reference and the Highway CPU backend,
+// at awkward sizes (vocab 1, 7, 111, 32001 hit every vector tail). Expected values are computed
+// independently here, in double.
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "backend.hpp"
 #include "unit/test_util.hpp"
@@ -14,11 +17,15 @@ using lastmile::detail::Backend;
 using lastmile::detail::SortScratch;
 using lastmile::detail::TokenCount;
 
-const Backend& backend() { return lastmile::detail::reference_backend(); }
+using KernelParam = std::tuple<std::string, int64_t>;  // backend name, vocab
 
-class ReferenceBackend : public ::testing::TestWithParam<int64_t> {
+class BackendKernels : public ::testing::TestWithParam<KernelParam> {
  protected:
-  int64_t n() const { return GetParam(); }
+  const Backend& backend() const {
+    return std::get<0>(GetParam()) == "cpu" ? lastmile::detail::cpu_backend()
+                                            : lastmile::detail::reference_backend();
+  }
+  int64_t n() const { return std::get<1>(GetParam()); }
   std::vector<float> logits(uint64_t seed) const {
     return lcg_logits(static_cast<size_t>(n()), seed);
   }
@@ -33,12 +40,14 @@ class ReferenceBackend : public ::testing::TestWithParam<int64_t> {
   SortScratch scratch() {
     ids_.assign(static_cast<size_t>(n()), 0);
     values_.assign(static_cast<size_t>(n()), 0.0f);
-    return {ids_, values_};
+    keys_.assign(static_cast<size_t>(n()), 0);
+    return {ids_, values_, keys_};
   }
 
  private:
   std::vector<int32_t> ids_;
   std::vector<float> values_;
+  std::vector<uint64_t> keys_;
 };
 
 // Token ids by descending value, ties by ascending id.
@@ -49,7 +58,7 @@ std::vector<int32_t> descending_order(const std::vector<float>& x) {
   return order;
 }
 
-TEST_P(ReferenceBackend, ConvertRowCopiesFloat32AndFindsTheFirstBadValue) {
+TEST_P(BackendKernels, ConvertRowCopiesFloat32AndFindsTheFirstBadValue) {
   std::vector<float> x = logits(1);
   std::vector<float> out(x.size(), 99.0f);
   EXPECT_EQ(backend().convert_row(x.data(), lastmile::DType::f32, out.data(), n()), -1);
@@ -62,7 +71,7 @@ TEST_P(ReferenceBackend, ConvertRowCopiesFloat32AndFindsTheFirstBadValue) {
   EXPECT_EQ(backend().convert_row(x.data(), lastmile::DType::f32, out.data(), n()), n() / 2);
 }
 
-TEST_P(ReferenceBackend, ArgmaxIsTheLowestIndexOfTheMaximum) {
+TEST_P(BackendKernels, ArgmaxIsTheLowestIndexOfTheMaximum) {
   std::vector<float> x = logits(2);
   x[n() - 1] = 10.0f;
   EXPECT_EQ(backend().row_argmax(x.data(), n()), n() - 1);
@@ -74,7 +83,7 @@ TEST_P(ReferenceBackend, ArgmaxIsTheLowestIndexOfTheMaximum) {
   EXPECT_EQ(backend().row_max(flat.data(), n()), -kInf);
 }
 
-TEST_P(ReferenceBackend, LogSoftmaxMatchesDouble) {
+TEST_P(BackendKernels, LogSoftmaxMatchesDouble) {
   std::vector<float> x = logits(3);
   if (n() > 2) x[1] = -kInf;
   const std::vector<double> expected = log_softmax_double(x);
@@ -82,13 +91,13 @@ TEST_P(ReferenceBackend, LogSoftmaxMatchesDouble) {
   expect_near_row(x, expected, 4e-6);
 }
 
-TEST_P(ReferenceBackend, LogSoftmaxKeepsAnAllNegativeInfinityRow) {
+TEST_P(BackendKernels, LogSoftmaxKeepsAnAllNegativeInfinityRow) {
   std::vector<float> x(static_cast<size_t>(n()), -kInf);
   backend().log_softmax(x.data(), n());
   EXPECT_EQ(x, std::vector<float>(static_cast<size_t>(n()), -kInf));
 }
 
-TEST_P(ReferenceBackend, DivideIsFloat32Division) {
+TEST_P(BackendKernels, DivideIsFloat32Division) {
   std::vector<float> x = logits(4);
   std::vector<float> expected = x;
   for (float& v : expected) v = v / 0.7f;
@@ -96,7 +105,7 @@ TEST_P(ReferenceBackend, DivideIsFloat32Division) {
   EXPECT_EQ(x, expected);
 }
 
-TEST_P(ReferenceBackend, MinPKeepsTokensWithRatioAtLeastMinP) {
+TEST_P(BackendKernels, MinPKeepsTokensWithRatioAtLeastMinP) {
   std::vector<float> x = logits(5);
   const float max = *std::max_element(x.begin(), x.end());
   const float min_p = 0.3f;
@@ -109,7 +118,7 @@ TEST_P(ReferenceBackend, MinPKeepsTokensWithRatioAtLeastMinP) {
   }
 }
 
-TEST_P(ReferenceBackend, TopKKeepsTheKLargest) {
+TEST_P(BackendKernels, TopKKeepsTheKLargest) {
   for (const std::vector<float>& x : {distinct_logits(6), logits(6)}) {  // the second may hold ties
     const std::vector<int32_t> order = descending_order(x);
     for (int64_t k : {int64_t{1}, int64_t{5}, n() / 2, n() - 1, n()}) {
@@ -123,7 +132,7 @@ TEST_P(ReferenceBackend, TopKKeepsTheKLargest) {
   }
 }
 
-TEST_P(ReferenceBackend, TopKKeepsTiesAtTheKthValue) {
+TEST_P(BackendKernels, TopKKeepsTiesAtTheKthValue) {
   std::vector<float> x(static_cast<size_t>(n()), 0.0f);
   for (int64_t i = 0; i < n(); ++i) x[i] = static_cast<float>(i % 3);  // values 0, 1, 2
   const int64_t twos = n() / 3;
@@ -137,7 +146,7 @@ TEST_P(ReferenceBackend, TopKKeepsTiesAtTheKthValue) {
   }
 }
 
-TEST_P(ReferenceBackend, TopPKeepsTheSmallestHeadReachingP) {
+TEST_P(BackendKernels, TopPKeepsTheSmallestHeadReachingP) {
   const std::vector<float> x = distinct_logits(7);
   const std::vector<int32_t> order = descending_order(x);
   std::vector<double> prob(static_cast<size_t>(n()));
@@ -161,7 +170,7 @@ TEST_P(ReferenceBackend, TopPKeepsTheSmallestHeadReachingP) {
   }
 }
 
-TEST_P(ReferenceBackend, TopPIsAppliedAfterTopKRenormalisation) {
+TEST_P(BackendKernels, TopPIsAppliedAfterTopKRenormalisation) {
   const std::vector<float> x = distinct_logits(8);
   const std::vector<int32_t> order = descending_order(x);
   if (n() < 7) {  // too short for a top-6: top_k 1 then any p keeps the maximum only
@@ -187,7 +196,7 @@ TEST_P(ReferenceBackend, TopPIsAppliedAfterTopKRenormalisation) {
   }
 }
 
-TEST_P(ReferenceBackend, TopPOneMasksOnlyUnderflowedTokens) {
+TEST_P(BackendKernels, TopPOneMasksOnlyUnderflowedTokens) {
   std::vector<float> x = logits(9);
   x[0] = 50.0f;
   if (n() > 1) x[n() - 1] = -100.0f;  // exp(-150) underflows in float32
@@ -202,25 +211,25 @@ TEST_P(ReferenceBackend, TopPOneMasksOnlyUnderflowedTokens) {
   EXPECT_EQ(out, expected);
 }
 
-TEST_P(ReferenceBackend, TopKTopPDisabledIsAnIdentity) {
+TEST_P(BackendKernels, TopKTopPDisabledIsAnIdentity) {
   const std::vector<float> x = logits(10);
   std::vector<float> out = x;
   backend().apply_top_k_top_p(out.data(), n(), n(), false, 1.0f, scratch());
   EXPECT_EQ(out, x);
 }
 
-TEST_P(ReferenceBackend, DrawIsTheInverseCdf) {
+TEST_P(BackendKernels, DrawIsTheInverseCdf) {
   // Uniform row: u in ((k) / n, (k + 1) / n) selects token k.
   const std::vector<float> flat(static_cast<size_t>(n()), 0.25f);
   for (int64_t k : {int64_t{0}, n() / 2, n() - 1}) {
     const double u = (static_cast<double>(k) + 0.5) / static_cast<double>(n());
-    EXPECT_EQ(backend().draw(flat.data(), n(), u), k) << "k " << k;
+    EXPECT_EQ(backend().draw(flat.data(), n(), u, scratch()), k) << "k " << k;
   }
-  EXPECT_EQ(backend().draw(flat.data(), n(), 1e-12), 0);
-  EXPECT_EQ(backend().draw(flat.data(), n(), 1.0 - 1e-12), n() - 1);
+  EXPECT_EQ(backend().draw(flat.data(), n(), 1e-12, scratch()), 0);
+  EXPECT_EQ(backend().draw(flat.data(), n(), 1.0 - 1e-12, scratch()), n() - 1);
 }
 
-TEST_P(ReferenceBackend, DrawSkipsMaskedTokens) {
+TEST_P(BackendKernels, DrawSkipsMaskedTokens) {
   // Only every third token is finite (equal weight): the k-th kept token covers ((k)/m, (k+1)/m).
   std::vector<float> x(static_cast<size_t>(n()), -kInf);
   std::vector<int64_t> kept_ids;
@@ -228,13 +237,15 @@ TEST_P(ReferenceBackend, DrawSkipsMaskedTokens) {
   for (int64_t i : kept_ids) x[i] = 1.0f;
   const auto m = static_cast<double>(kept_ids.size());
   for (size_t k = 0; k < kept_ids.size(); k += std::max<size_t>(1, kept_ids.size() / 5)) {
-    EXPECT_EQ(backend().draw(x.data(), n(), (static_cast<double>(k) + 0.5) / m), kept_ids[k]) << k;
+    EXPECT_EQ(backend().draw(x.data(), n(), (static_cast<double>(k) + 0.5) / m, scratch()),
+              kept_ids[k])
+        << k;
   }
-  EXPECT_EQ(backend().draw(x.data(), n(), 1e-12), kept_ids.front());
-  EXPECT_EQ(backend().draw(x.data(), n(), 1.0 - 1e-12), kept_ids.back());
+  EXPECT_EQ(backend().draw(x.data(), n(), 1e-12, scratch()), kept_ids.front());
+  EXPECT_EQ(backend().draw(x.data(), n(), 1.0 - 1e-12, scratch()), kept_ids.back());
 }
 
-TEST_P(ReferenceBackend, DrawFollowsTheCumulativeProbabilities) {
+TEST_P(BackendKernels, DrawFollowsTheCumulativeProbabilities) {
   const std::vector<float> x = logits(11);
   std::vector<double> cdf(static_cast<size_t>(n()));
   const float max = *std::max_element(x.begin(), x.end());
@@ -246,18 +257,18 @@ TEST_P(ReferenceBackend, DrawFollowsTheCumulativeProbabilities) {
   for (int64_t i = 0; i < n(); i += std::max<int64_t>(1, n() / 50)) {
     const double lo = i ? cdf[i - 1] : 0.0;
     if (cdf[i] - lo < 1e-6) continue;  // float32 weights move the bounds by ~1e-7 at most
-    EXPECT_EQ(backend().draw(x.data(), n(), (lo + cdf[i]) / 2), i) << "token " << i;
+    EXPECT_EQ(backend().draw(x.data(), n(), (lo + cdf[i]) / 2, scratch()), i) << "token " << i;
     ++checked;
   }
   EXPECT_GT(checked, 0);
 }
 
-TEST_P(ReferenceBackend, DrawOfAnAllNegativeInfinityRowIsZero) {
+TEST_P(BackendKernels, DrawOfAnAllNegativeInfinityRowIsZero) {
   const std::vector<float> x(static_cast<size_t>(n()), -kInf);
-  EXPECT_EQ(backend().draw(x.data(), n(), 0.7), 0);
+  EXPECT_EQ(backend().draw(x.data(), n(), 0.7, scratch()), 0);
 }
 
-TEST_P(ReferenceBackend, PenaltiesTouchOnlyCountedTokens) {
+TEST_P(BackendKernels, PenaltiesTouchOnlyCountedTokens) {
   std::vector<float> x = logits(12);
   x[0] = 3.0f;
   std::vector<TokenCount> counts = {{0, 2, true}};
@@ -276,7 +287,7 @@ TEST_P(ReferenceBackend, PenaltiesTouchOnlyCountedTokens) {
   EXPECT_EQ(x, expected);
 }
 
-TEST_P(ReferenceBackend, RankCountsEntriesAtLeastTheToken) {
+TEST_P(BackendKernels, RankCountsEntriesAtLeastTheToken) {
   const std::vector<float> x = logits(13);
   for (TokenId t : {TokenId{0}, static_cast<TokenId>(n() / 2), static_cast<TokenId>(n() - 1)}) {
     const auto expected = std::count_if(x.begin(), x.end(), [&](float v) { return v >= x[t]; });
@@ -286,7 +297,7 @@ TEST_P(ReferenceBackend, RankCountsEntriesAtLeastTheToken) {
   EXPECT_EQ(backend().rank_of(tied.data(), n(), 0), n());
 }
 
-TEST_P(ReferenceBackend, TopNIsDescendingWithTiesInIdOrder) {
+TEST_P(BackendKernels, TopNIsDescendingWithTiesInIdOrder) {
   std::vector<float> x = logits(14);  // random: may hold ties, ordered by ascending id
   if (n() > 4) x[3] = x[1] = 9.0f;    // a tie at the top: id 1 before id 3
   const std::vector<int32_t> order = descending_order(x);
@@ -301,19 +312,13 @@ TEST_P(ReferenceBackend, TopNIsDescendingWithTiesInIdOrder) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AwkwardSizes, ReferenceBackend, ::testing::Values(1, 7, 111, 32001),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return "Vocab" + std::to_string(info.param);
+INSTANTIATE_TEST_SUITE_P(AwkwardSizes, BackendKernels,
+                         ::testing::Combine(::testing::Values("reference", "cpu"),
+                                            ::testing::Values(1, 7, 111, 32001)),
+                         [](const ::testing::TestParamInfo<KernelParam>& info) {
+                           return std::get<0>(info.param) + "_vocab" +
+                                  std::to_string(std::get<1>(info.param));
                          });
-
-TEST(ReferenceBackendVocabOne, EveryKernelHandlesASingleToken) {
-  float x = -3.5f;
-  EXPECT_EQ(backend().row_argmax(&x, 1), 0);
-  EXPECT_EQ(backend().draw(&x, 1, 0.999), 0);
-  EXPECT_EQ(backend().rank_of(&x, 1, 0), 1);
-  backend().log_softmax(&x, 1);
-  EXPECT_EQ(x, 0.0f);
-}
 
 }  // namespace
 }  // namespace lastmile_test

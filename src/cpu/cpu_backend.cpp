@@ -1,0 +1,187 @@
+// lastmile — the CPU backend: Highway row passes (row_ops.cpp) and selection instead of sorting.
+// Every kernel equals the reference oracle bit for bit except log_softmax and min_p, which use
+// Highway's Exp (a few ULP from std::exp; logprobs within 1e-5). Top-k never sorts the row: the
+// k-th largest value is found among candidates above a sampled threshold, and top-p then runs on
+// the few survivors with the oracle's exact arithmetic, so kept sets are identical.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "backend.hpp"
+#include "cpu/kernels.hpp"
+
+namespace lastmile::detail {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input.
+uint32_t orderable(float v) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+float from_orderable(uint32_t key) {
+  return std::bit_cast<float>(key & 0x80000000u ? key & 0x7fffffffu : ~key);
+}
+
+// The k-th largest value of x (duplicates counted), 1 <= k <= n, without sorting the row:
+// a sorted sample of 1024 entries gives a threshold expected to keep about 2k entries; the
+// entries above it are compressed and the k-th found among them (the threshold drops until
+// at least k entries pass; -inf keeps all).
+float kth_largest(const float* x, int64_t n, int64_t k, SortScratch scratch) {
+  constexpr int64_t kSamples = 1024;
+  float samples[kSamples];
+  const int64_t m = std::min(n, kSamples);
+  const int64_t stride = n / m;
+  for (int64_t i = 0; i < m; ++i) samples[i] = x[i * stride];
+  std::sort(samples, samples + m, std::greater<float>());
+  int64_t j = std::min<int64_t>(m - 1, 2 * k * m / n + 4);
+  for (;;) {
+    const float threshold = j >= m - 1 ? kNegInf : samples[j];
+    const size_t count = cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
+                                                scratch.ids.data(), scratch.values.data());
+    if (static_cast<int64_t>(count) >= k) {
+      float* v = scratch.values.data();
+      std::nth_element(v, v + k - 1, v + count, std::greater<float>());
+      return v[k - 1];
+    }
+    j = j * 4 + 16;
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  std::string_view description() const override { return cpu::dispatch_target_name(); }
+
+  int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
+    if (dtype != DType::f32)  // TODO(#3): Highway widening for f16 / bf16
+      return reference_backend().convert_row(src, dtype, dst, n);
+    return cpu::copy_checked(static_cast<const float*>(src), dst, static_cast<size_t>(n));
+  }
+
+  TokenId row_argmax(const float* x, int64_t n) const override {
+    return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
+  }
+
+  float row_max(const float* x, int64_t n) const override {
+    return cpu::row_max(x, static_cast<size_t>(n));
+  }
+
+  void log_softmax(float* x, int64_t n) const override {
+    const float max = row_max(x, n);
+    if (max == kNegInf) return;
+    const auto log_sum = static_cast<float>(std::log(cpu::sum_exp(x, static_cast<size_t>(n), max)));
+    cpu::subtract_two(x, static_cast<size_t>(n), max, log_sum);
+  }
+
+  void divide(float* x, int64_t n, float t) const override {
+    cpu::divide(x, static_cast<size_t>(n), t);
+  }
+
+  void apply_min_p(float* x, int64_t n, float min_p) const override {
+    const float max = row_max(x, n);
+    if (max == kNegInf) return;
+    const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, static_cast<size_t>(n), max));
+    cpu::mask_probability_below(x, static_cast<size_t>(n), max, inv_sum, min_p * inv_sum);
+  }
+
+  void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
+                         SortScratch scratch) const override {
+    if (top_k >= n)  // TODO(#3): top-p alone by a mass histogram instead of the full sort
+      return reference_backend().apply_top_k_top_p(x, n, top_k, apply_top_p, top_p, scratch);
+    const float kth = kth_largest(x, n, top_k, scratch);
+    const size_t kept = cpu::compress_at_least(x, static_cast<size_t>(n), kth, false,
+                                               scratch.ids.data(), scratch.values.data());
+    cpu::mask_below(x, static_cast<size_t>(n), kth);  // ties at the k-th value kept, spec §9.2
+    if (apply_top_p) top_p_on_survivors(x, kept, top_p, scratch);
+  }
+
+  TokenId draw(const float* x, int64_t n, double u, SortScratch scratch) const override {
+    const size_t alive = cpu::compress_at_least(x, static_cast<size_t>(n), kNegInf, true,
+                                                scratch.ids.data(), scratch.values.data());
+    if (alive == 0) return 0;
+    if (alive * 8 > static_cast<size_t>(n))  // TODO(#3): a blocked SIMD inverse CDF
+      return reference_backend().draw(x, n, u, scratch);
+    // The oracle's walk restricted to the finite entries: the same terms in the same (id) order,
+    // so the same token.
+    const float* v = scratch.values.data();
+    const float max = *std::max_element(v, v + alive);
+    double total = 0;
+    for (size_t i = 0; i < alive; ++i) total += std::exp(v[i] - max);
+    const double target = u * total;
+    double cumulative = 0;
+    TokenId last_kept = 0;
+    for (size_t i = 0; i < alive; ++i) {
+      const float weight = std::exp(v[i] - max);
+      if (weight == 0.0f) continue;
+      cumulative += weight;
+      last_kept = scratch.ids[i];
+      if (cumulative > target) return scratch.ids[i];
+    }
+    return last_kept;
+  }
+
+  void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,
+                       float frequency_penalty, float presence_penalty) const override {
+    reference_backend().apply_penalties(x, counts, repetition_penalty, frequency_penalty,
+                                        presence_penalty);
+  }
+
+  int64_t rank_of(const float* x, int64_t n, TokenId token_id) const override {
+    return cpu::count_at_least(x, static_cast<size_t>(n), x[token_id]);
+  }
+
+  void top_n(const float* x, int64_t n, int64_t k, TokenId* ids, float* values,
+             SortScratch scratch) const override {
+    if (k <= 0) return;
+    const float kth = kth_largest(x, n, k, scratch);
+    const size_t count = cpu::compress_at_least(x, static_cast<size_t>(n), kth, false,
+                                                scratch.ids.data(), scratch.values.data());
+    // Descending value, ascending id: the oracle's order, as one unsigned key.
+    uint64_t* keys = scratch.keys.data();
+    for (size_t i = 0; i < count; ++i)
+      keys[i] =
+          (uint64_t{~orderable(scratch.values[i])} << 32) | static_cast<uint32_t>(scratch.ids[i]);
+    std::partial_sort(keys, keys + k, keys + count);
+    for (int64_t i = 0; i < k; ++i) {
+      ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
+      values[i] = from_orderable(~static_cast<uint32_t>(keys[i] >> 32));
+    }
+  }
+
+ private:
+  // Spec §9.3 on the top-k survivors, with the oracle's arithmetic in the oracle's order
+  // (ascending value, larger id first among equals): the masked entries it also visits add
+  // exact zeros, so every decision is the same.
+  static void top_p_on_survivors(float* x, size_t kept, float top_p, SortScratch scratch) {
+    uint64_t* keys = scratch.keys.data();
+    for (size_t i = 0; i < kept; ++i)
+      keys[i] = (uint64_t{orderable(scratch.values[i])} << 32) |
+                (0xffffffffu - static_cast<uint32_t>(scratch.ids[i]));
+    std::sort(keys, keys + kept);
+    auto value = [&](size_t i) { return from_orderable(static_cast<uint32_t>(keys[i] >> 32)); };
+    auto id = [&](size_t i) { return 0xffffffffu - static_cast<uint32_t>(keys[i] & 0xffffffffu); };
+    const float max = value(kept - 1);
+    if (max == kNegInf) return;
+    double sum = 0;
+    for (size_t i = 0; i < kept; ++i) sum += std::exp(value(i) - max);
+    const auto inv_sum = static_cast<float>(1.0 / sum);
+    const float cut = 1.0f - top_p;
+    double cumulative = 0;
+    for (size_t i = 0; i + 1 < kept; ++i) {
+      cumulative += std::exp(value(i) - max) * inv_sum;
+      if (static_cast<float>(cumulative) <= cut) x[id(i)] = kNegInf;
+    }
+  }
+};
+
+}  // namespace
+
+const Backend& cpu_backend() {
+  static const CpuBackend backend;  // stateless, immutable
+  return backend;
+}
+
+}  // namespace lastmile::detail

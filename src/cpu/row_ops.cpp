@@ -1,0 +1,215 @@
+// lastmile — row passes for the CPU backend (Highway; STYLE §5). Each is one streaming pass over
+// a row; summation order is fixed per target (lane-wise partial sums, then lanes in order).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu/kernels.hpp"
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/row_ops.cpp"  // this file, re-included once per target
+#include <hwy/foreach_target.h>               // must come before highway.h
+#include <hwy/highway.h>
+// clang-format off: Highway's math after highway.h, re-included per target
+#include <hwy/contrib/math/math-inl.h>
+// clang-format on
+
+HWY_BEFORE_NAMESPACE();
+namespace lastmile::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// dst = src; returns the first index holding NaN or +inf, or -1. Exact.
+int64_t copy_checked(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, src + i);
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    hn::StoreU(v, d, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+  if (hn::AllFalse(d, bad)) {
+    for (size_t j = n - n % lanes; j < n; ++j)
+      if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
+    return -1;
+  }
+  for (size_t j = 0; j < n; ++j)  // rare: find the first one in order
+    if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
+  return -1;
+}
+
+// Lowest index of the largest value (NaN-free). Exact.
+int64_t row_argmax(const float* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  auto best = hn::Set(d, -kInf);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) best = hn::Max(best, hn::LoadU(d, x + i));
+  float max = hn::GetLane(hn::MaxOfLanes(d, best));
+  for (size_t j = i; j < n; ++j) max = std::max(max, x[j]);
+  const auto target = hn::Set(d, max);
+  for (i = 0; i + lanes <= n; i += lanes) {
+    const intptr_t at = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + i), target));
+    if (at >= 0) return static_cast<int64_t>(i) + at;
+  }
+  for (; i < n; ++i)
+    if (x[i] == max) return static_cast<int64_t>(i);
+  return 0;
+}
+
+// x /= t, IEEE division per lane: exact, the same bits as scalar division.
+void divide(float* HWY_RESTRICT x, size_t n, float t) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vt = hn::Set(d, t);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::Div(hn::LoadU(d, x + i), vt), d, x + i);
+  for (; i < n; ++i) x[i] /= t;
+}
+
+// Sum of exp(x - max) with Highway's Exp (within a few ULP of std::exp), lane-wise float
+// partial sums in a fixed order, added in double at the end.
+double sum_exp(const float* HWY_RESTRICT x, size_t n, float max) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vmax = hn::Set(d, max);
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    sum0 = hn::Add(sum0, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
+    sum1 = hn::Add(sum1, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i + lanes), vmax)));
+  }
+  for (; i + lanes <= n; i += lanes)
+    sum0 = hn::Add(sum0, hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
+  HWY_ALIGN float partial[hn::MaxLanes(d)];
+  hn::Store(hn::Add(sum0, sum1), d, partial);
+  double sum = 0;
+  for (size_t l = 0; l < lanes; ++l) sum += partial[l];
+  for (; i < n; ++i) sum += std::exp(x[i] - max);
+  return sum;
+}
+
+// x := (x - max) - log_sum.
+void subtract_two(float* HWY_RESTRICT x, size_t n, float max, float log_sum) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vmax = hn::Set(d, max), vlog = hn::Set(d, log_sum);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, x + i), vmax), vlog), d, x + i);
+  for (; i < n; ++i) x[i] = (x[i] - max) - log_sum;
+}
+
+// Masks x where exp(x - max) * inv_sum < threshold (min_p's strict rule).
+void mask_probability_below(float* HWY_RESTRICT x, size_t n, float max, float inv_sum,
+                            float threshold) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vmax = hn::Set(d, max), vinv = hn::Set(d, inv_sum), vthr = hn::Set(d, threshold);
+  const auto neg_inf = hn::Set(d, -kInf);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto p = hn::Mul(hn::Exp(d, hn::Sub(v, vmax)), vinv);
+    hn::StoreU(hn::IfThenElse(hn::Lt(p, vthr), neg_inf, v), d, x + i);
+  }
+  for (; i < n; ++i)
+    if (std::exp(x[i] - max) * inv_sum < threshold) x[i] = -kInf;
+}
+
+// Masks every x < threshold. Exact.
+void mask_below(float* HWY_RESTRICT x, size_t n, float threshold) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vthr = hn::Set(d, threshold), neg_inf = hn::Set(d, -kInf);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    hn::StoreU(hn::IfThenElse(hn::Lt(v, vthr), neg_inf, v), d, x + i);
+  }
+  for (; i < n; ++i)
+    if (x[i] < threshold) x[i] = -kInf;
+}
+
+// Number of entries >= v. Exact.
+int64_t count_at_least(const float* HWY_RESTRICT x, size_t n, float v) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vv = hn::Set(d, v);
+  size_t count = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) count += hn::CountTrue(d, hn::Ge(hn::LoadU(d, x + i), vv));
+  for (; i < n; ++i) count += x[i] >= v;
+  return static_cast<int64_t>(count);
+}
+
+// Appends (id, value) of every entry with value >= threshold (strictly greater when `strict`),
+// in id order; returns how many. ids / values need room for n entries.
+size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold, bool strict,
+                         int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  const auto vthr = hn::Set(d, threshold);
+  size_t count = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto keep = strict ? hn::Gt(v, vthr) : hn::Ge(v, vthr);
+    if (hn::AllFalse(d, keep)) continue;
+    const auto kept_ids = hn::Iota(di, static_cast<int32_t>(i));
+    hn::CompressBlendedStore(kept_ids, hn::RebindMask(di, keep), di, ids + count);
+    count += hn::CompressBlendedStore(v, keep, d, values + count);
+  }
+  for (; i < n; ++i) {
+    if (strict ? x[i] > threshold : x[i] >= threshold) {
+      ids[count] = static_cast<int32_t>(i);
+      values[count++] = x[i];
+    }
+  }
+  return count;
+}
+
+}  // namespace lastmile::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lastmile::cpu {
+HWY_EXPORT(copy_checked);
+HWY_EXPORT(row_argmax);
+HWY_EXPORT(divide);
+HWY_EXPORT(sum_exp);
+HWY_EXPORT(subtract_two);
+HWY_EXPORT(mask_probability_below);
+HWY_EXPORT(mask_below);
+HWY_EXPORT(count_at_least);
+HWY_EXPORT(compress_at_least);
+
+int64_t copy_checked(const float* src, float* dst, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(copy_checked)(src, dst, n);
+}
+int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
+void divide(float* x, size_t n, float t) { HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }
+double sum_exp(const float* x, size_t n, float max) {
+  return HWY_DYNAMIC_DISPATCH(sum_exp)(x, n, max);
+}
+void subtract_two(float* x, size_t n, float max, float log_sum) {
+  HWY_DYNAMIC_DISPATCH(subtract_two)(x, n, max, log_sum);
+}
+void mask_probability_below(float* x, size_t n, float max, float inv_sum, float threshold) {
+  HWY_DYNAMIC_DISPATCH(mask_probability_below)(x, n, max, inv_sum, threshold);
+}
+void mask_below(float* x, size_t n, float threshold) {
+  HWY_DYNAMIC_DISPATCH(mask_below)(x, n, threshold);
+}
+int64_t count_at_least(const float* x, size_t n, float v) {
+  return HWY_DYNAMIC_DISPATCH(count_at_least)(x, n, v);
+}
+size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
+                         float* values) {
+  return HWY_DYNAMIC_DISPATCH(compress_at_least)(x, n, threshold, strict, ids, values);
+}
+}  // namespace lastmile::cpu
+#endif
