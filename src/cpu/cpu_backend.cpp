@@ -89,8 +89,7 @@ class CpuBackend final : public Backend {
 
   void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
                          SortScratch scratch) const override {
-    if (top_k >= n)  // TODO(#3): top-p alone by a mass histogram instead of the full sort
-      return reference_backend().apply_top_k_top_p(x, n, top_k, apply_top_p, top_p, scratch);
+    if (top_k >= n) return top_p_without_sort(x, n, top_p, scratch);
     const float kth = kth_largest(x, n, top_k, scratch);
     const size_t kept = cpu::compress_at_least(x, static_cast<size_t>(n), kth, false,
                                                scratch.ids.data(), scratch.values.data());
@@ -102,8 +101,7 @@ class CpuBackend final : public Backend {
     const size_t alive = cpu::compress_at_least(x, static_cast<size_t>(n), kNegInf, true,
                                                 scratch.ids.data(), scratch.values.data());
     if (alive == 0) return 0;
-    if (alive * 8 > static_cast<size_t>(n))  // TODO(#3): a blocked SIMD inverse CDF
-      return reference_backend().draw(x, n, u, scratch);
+    if (alive * 8 > static_cast<size_t>(n)) return draw_dense(x, n, u, scratch);
     // The oracle's walk restricted to the finite entries: the same terms in the same (id) order,
     // so the same token.
     const float* v = scratch.values.data();
@@ -152,6 +150,88 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of
+  // every lane count) that depends only on n: sums and draws never depend on threads.
+  static constexpr size_t kMaxBlocks = 512;
+  static size_t block_size(int64_t n) {
+    const auto per_block = (static_cast<size_t>(n) + kMaxBlocks - 1) / kMaxBlocks;
+    return std::max<size_t>(2048, (per_block + 63) / 64 * 64);
+  }
+
+  // The inverse CDF over every token, by blocks: Highway's Exp fills w and each block's sum;
+  // the walk skips whole blocks, then steps token by token from the block holding u * total.
+  static TokenId draw_dense(const float* x, int64_t n, double u, SortScratch scratch) {
+    const float max = cpu::row_max(x, static_cast<size_t>(n));
+    float* w = scratch.values.data();
+    double sums[kMaxBlocks];
+    const size_t block = block_size(n);
+    const double total = cpu::exp_with_block_sums(x, w, static_cast<size_t>(n), max, block, sums);
+    const double target = u * total;
+    double cumulative = 0;
+    size_t start = 0;
+    for (size_t b = 0; start + block < static_cast<size_t>(n) && cumulative + sums[b] <= target;
+         ++b, start += block)
+      cumulative += sums[b];
+    TokenId last_kept = 0;
+    for (size_t i = start; i < static_cast<size_t>(n); ++i) {
+      if (w[i] == 0.0f) continue;
+      cumulative += w[i];
+      last_kept = static_cast<TokenId>(i);
+      if (cumulative > target) return last_kept;
+    }
+    return last_kept;  // rounding left u * total at the very end
+  }
+
+  // Spec §9.3 without a sort: the probability mass is histogrammed by the float bits of each
+  // probability (64 buckets an octave); buckets whose whole mass keeps the ascending cumulative
+  // sum <= 1 - p are masked, buckets above the crossing one kept, and only the crossing bucket's
+  // tokens are sorted and walked with the oracle's rule. Probabilities use Highway's Exp, so a
+  // token within float rounding of the cut may differ from the oracle (as vLLM's own kernels).
+  static void top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
+    const auto size = static_cast<size_t>(n);
+    const TokenId top = static_cast<TokenId>(cpu::row_argmax(x, size));  // never masked
+    const float max = x[top];
+    if (max == kNegInf) return;
+    float* w = scratch.values.data();
+    double sums[kMaxBlocks];
+    const double total = cpu::exp_with_block_sums(x, w, size, max, block_size(n), sums);
+    const auto inv_sum = static_cast<float>(1.0 / total);
+    constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
+    constexpr size_t kBuckets = (0x3f800000u >> kShift) + 1;
+    static thread_local double mass[kBuckets];
+    std::fill(mass, mass + kBuckets, 0.0);
+    for (size_t i = 0; i < size; ++i) {
+      const float q = w[i] * inv_sum;
+      mass[std::bit_cast<uint32_t>(q) >> kShift] += q;
+    }
+    const float cut = 1.0f - top_p;
+    double cumulative = 0;
+    size_t key = 0;
+    for (; key + 1 < kBuckets; ++key) {
+      if (static_cast<float>(cumulative + mass[key]) > cut) break;
+      cumulative += mass[key];
+    }
+    // Zero probabilities come first in the ascending order with a sum of 0 <= cut: masked.
+    const float lo = key == 0 ? std::numeric_limits<float>::denorm_min()
+                              : std::bit_cast<float>(static_cast<uint32_t>(key << kShift));
+    const float hi = std::bit_cast<float>(static_cast<uint32_t>((key + 1) << kShift));
+    if (key == 0) cumulative = 0;
+    const size_t band =
+        cpu::mask_and_compress_band(x, w, size, inv_sum, lo, hi, scratch.ids.data());
+    uint64_t* keys = scratch.keys.data();
+    for (size_t i = 0; i < band; ++i) {
+      const int32_t id = scratch.ids[i];
+      keys[i] = (uint64_t{orderable(x[id])} << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+    }
+    std::sort(keys, keys + band);
+    for (size_t i = 0; i < band; ++i) {
+      const auto id =
+          static_cast<TokenId>(0xffffffffu - static_cast<uint32_t>(keys[i] & 0xffffffffu));
+      cumulative += w[id] * inv_sum;
+      if (static_cast<float>(cumulative) <= cut && id != top) x[id] = kNegInf;
+    }
+  }
+
   // Spec §9.3 on the top-k survivors, with the oracle's arithmetic in the oracle's order
   // (ascending value, larger id first among equals): the masked entries it also visits add
   // exact zeros, so every decision is the same.

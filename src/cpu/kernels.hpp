@@ -34,4 +34,11 @@ int64_t count_at_least(const float* x, size_t n, float v);  // exact
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values);
 
+// w = exp(x - max); per-block sums (block a multiple of 64) into block_sums; returns the total.
+double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
+                           double* block_sums);
+// q = w * inv_sum: masks x where q < lo, appends ids with lo <= q < hi; returns how many.
+size_t mask_and_compress_band(float* x, const float* w, size_t n, float inv_sum, float lo, float hi,
+                              int32_t* ids);
+
 }  // namespace lastmile::cpu

@@ -172,6 +172,64 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
   return count;
 }
 
+// w = exp(x - max) (0 where x = -inf); returns the sum of w with lane-wise float partial sums
+// per block of `block` entries (a multiple of every lane count), each block's sum stored in
+// block_sums[b] in double, blocks added in order. Fixed blocking: the same bits for any thread
+// count; Highway's Exp is within a few ULP of std::exp.
+double exp_with_block_sums(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
+                           size_t block, double* HWY_RESTRICT block_sums) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vmax = hn::Set(d, max);
+  HWY_ALIGN float partial[hn::MaxLanes(d)];
+  double total = 0;
+  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+    const size_t end = std::min(n, start + block);
+    auto sum = hn::Zero(d);
+    size_t i = start;
+    for (; i + lanes <= end; i += lanes) {
+      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), vmax));
+      hn::StoreU(e, d, w + i);
+      sum = hn::Add(sum, e);
+    }
+    hn::Store(sum, d, partial);
+    double block_sum = 0;
+    for (size_t l = 0; l < lanes; ++l) block_sum += partial[l];
+    for (; i < end; ++i) block_sum += w[i] = std::exp(x[i] - max);
+    block_sums[b] = block_sum;
+    total += block_sum;
+  }
+  return total;
+}
+
+// With q = w * inv_sum: x := -inf where q < lo; appends the ids with lo <= q < hi (id order).
+size_t mask_and_compress_band(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
+                              float inv_sum, float lo, float hi, int32_t* HWY_RESTRICT ids) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+  const auto neg_inf = hn::Set(d, -kInf);
+  size_t count = 0, i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto q = hn::Mul(hn::LoadU(d, w + i), vinv);
+    const auto below = hn::Lt(q, vlo);
+    hn::StoreU(hn::IfThenElse(below, neg_inf, hn::LoadU(d, x + i)), d, x + i);
+    const auto band = hn::AndNot(below, hn::Lt(q, vhi));
+    if (!hn::AllFalse(d, band))
+      count += hn::CompressBlendedStore(hn::Iota(di, static_cast<int32_t>(i)),
+                                        hn::RebindMask(di, band), di, ids + count);
+  }
+  for (; i < n; ++i) {
+    const float q = w[i] * inv_sum;
+    if (q < lo)
+      x[i] = -kInf;
+    else if (q < hi)
+      ids[count++] = static_cast<int32_t>(i);
+  }
+  return count;
+}
+
 }  // namespace lastmile::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -186,6 +244,8 @@ HWY_EXPORT(mask_probability_below);
 HWY_EXPORT(mask_below);
 HWY_EXPORT(count_at_least);
 HWY_EXPORT(compress_at_least);
+HWY_EXPORT(exp_with_block_sums);
+HWY_EXPORT(mask_and_compress_band);
 
 int64_t copy_checked(const float* src, float* dst, size_t n) {
   return HWY_DYNAMIC_DISPATCH(copy_checked)(src, dst, n);
@@ -210,6 +270,14 @@ int64_t count_at_least(const float* x, size_t n, float v) {
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values) {
   return HWY_DYNAMIC_DISPATCH(compress_at_least)(x, n, threshold, strict, ids, values);
+}
+double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
+                           double* block_sums) {
+  return HWY_DYNAMIC_DISPATCH(exp_with_block_sums)(x, w, n, max, block, block_sums);
+}
+size_t mask_and_compress_band(float* x, const float* w, size_t n, float inv_sum, float lo, float hi,
+                              int32_t* ids) {
+  return HWY_DYNAMIC_DISPATCH(mask_and_compress_band)(x, w, n, inv_sum, lo, hi, ids);
 }
 }  // namespace lastmile::cpu
 #endif
