@@ -56,9 +56,16 @@ class CpuBackend final : public Backend {
   std::string_view description() const override { return cpu::dispatch_target_name(); }
 
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
-    if (dtype != DType::f32)  // TODO(#3): Highway widening for f16 / bf16
-      return reference_backend().convert_row(src, dtype, dst, n);
-    return cpu::copy_checked(static_cast<const float*>(src), dst, static_cast<size_t>(n));
+    switch (dtype) {
+      case DType::f32:
+        return cpu::copy_checked(static_cast<const float*>(src), dst, static_cast<size_t>(n));
+      case DType::bf16:
+        return cpu::widen_bf16_checked(static_cast<const uint16_t*>(src), dst,
+                                       static_cast<size_t>(n));
+      case DType::f16:  // TODO(#3): Highway widening for f16
+        break;
+    }
+    return reference_backend().convert_row(src, dtype, dst, n);
   }
 
   TokenId row_argmax(const float* x, int64_t n) const override {

@@ -2,6 +2,7 @@
 // a row; summation order is fixed per target (lane-wise partial sums, then lanes in order).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu/kernels.hpp"
@@ -38,6 +39,33 @@ int64_t copy_checked(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, siz
     return -1;
   }
   for (size_t j = 0; j < n; ++j)  // rare: find the first one in order
+    if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
+  return -1;
+}
+
+// dst = the float32 values of bfloat16 bit patterns (exact: bf16 is the top half of a float32);
+// returns the first index holding NaN or +inf, or -1.
+int64_t widen_bf16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToUnsigned<decltype(d)> du32;
+  const hn::Rebind<uint16_t, decltype(d)> du16;
+  const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)));
+    const auto v = hn::BitCast(d, bits);
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    hn::StoreU(v, d, dst + i);
+  }
+  for (; i < n; ++i) {
+    const uint32_t bits = uint32_t{src[i]} << 16;
+    float v;
+    std::memcpy(&v, &bits, 4);
+    dst[i] = v;
+  }
+  for (size_t j = hn::AllFalse(d, bad) ? n - n % lanes : 0; j < n; ++j)
     if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
   return -1;
 }
@@ -236,6 +264,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace lastmile::cpu {
 HWY_EXPORT(copy_checked);
+HWY_EXPORT(widen_bf16_checked);
 HWY_EXPORT(row_argmax);
 HWY_EXPORT(divide);
 HWY_EXPORT(sum_exp);
@@ -249,6 +278,9 @@ HWY_EXPORT(mask_and_compress_band);
 
 int64_t copy_checked(const float* src, float* dst, size_t n) {
   return HWY_DYNAMIC_DISPATCH(copy_checked)(src, dst, n);
+}
+int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(widen_bf16_checked)(src, dst, n);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
 void divide(float* x, size_t n, float t) { HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }

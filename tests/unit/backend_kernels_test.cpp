@@ -2,6 +2,7 @@
 // at awkward sizes (vocab 1, 7, 111, 32001 hit every vector tail). Expected values are computed
 // independently here, in double.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -69,6 +70,28 @@ TEST_P(BackendKernels, ConvertRowCopiesFloat32AndFindsTheFirstBadValue) {
   EXPECT_EQ(backend().convert_row(x.data(), lastmile::DType::f32, out.data(), n()), n() - 1);
   x[n() / 2] = std::nanf("");
   EXPECT_EQ(backend().convert_row(x.data(), lastmile::DType::f32, out.data(), n()), n() / 2);
+}
+
+TEST_P(BackendKernels, ConvertRowWidensHalfPrecisionExactlyAndFindsBadValues) {
+  std::mt19937_64 rng(5);
+  std::vector<uint16_t> bits(static_cast<size_t>(n()));
+  for (uint16_t& b : bits) {
+    do b = static_cast<uint16_t>(rng());
+    while ((b & 0x7f80u) == 0x7f80u || (b & 0x7c00u) == 0x7c00u);  // no inf / NaN in either
+  }
+  std::vector<float> out(bits.size());
+  EXPECT_EQ(backend().convert_row(bits.data(), lastmile::DType::bf16, out.data(), n()), -1);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const uint32_t widened = uint32_t{bits[i]} << 16;  // bf16 is the top half of a float32
+    float expected;
+    std::memcpy(&expected, &widened, 4);
+    ASSERT_EQ(std::memcmp(&out[i], &expected, 4), 0) << "bf16 " << bits[i];
+  }
+  EXPECT_EQ(backend().convert_row(bits.data(), lastmile::DType::f16, out.data(), n()), -1);
+  bits[static_cast<size_t>(n() - 1)] = 0x7f80u;  // bf16 +inf
+  EXPECT_EQ(backend().convert_row(bits.data(), lastmile::DType::bf16, out.data(), n()), n() - 1);
+  bits[0] = 0x7fc1u;  // bf16 NaN comes first
+  EXPECT_EQ(backend().convert_row(bits.data(), lastmile::DType::bf16, out.data(), n()), 0);
 }
 
 TEST_P(BackendKernels, ArgmaxIsTheLowestIndexOfTheMaximum) {
