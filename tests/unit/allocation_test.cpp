@@ -13,17 +13,46 @@ namespace {
 std::atomic<int64_t> g_allocations{0};
 }  // namespace
 
-// g++ 12 sees malloc / free behind the replaced new / delete at inlined call sites and warns of a
-// mismatch that is not one: both are replaced together here.
+// Every replaceable form of new / delete goes through malloc / free here, so that sanitizers'
+// own operators never meet ours (a nothrow new from the library with our delete would be an
+// alloc-dealloc mismatch). g++ 12 sees malloc / free behind them at inlined call sites and warns
+// of a mismatch that is not one.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void* operator new(size_t size) {
+namespace {
+void* counted_malloc(size_t size) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size ? size : 1)) return p;
+  return std::malloc(size ? size : 1);
+}
+void* counted_aligned(size_t size, std::align_val_t align) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const auto a = static_cast<size_t>(align);
+  return std::aligned_alloc(a, (size + a - 1) / a * a);
+}
+}  // namespace
+
+void* operator new(size_t size) {
+  if (void* p = counted_malloc(size)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](size_t size) { return operator new(size); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept { return counted_malloc(size); }
+void* operator new[](size_t size, const std::nothrow_t&) noexcept { return counted_malloc(size); }
+void* operator new(size_t size, std::align_val_t align) {
+  if (void* p = counted_aligned(size, align)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t size, std::align_val_t align) { return operator new(size, align); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace lastmile_test {
