@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "lastmile/logits_view.hpp"
@@ -73,6 +74,11 @@ class Backend {
   virtual void top_n(const float* x, int64_t n, int64_t k, TokenId* ids, float* values,
                      SortScratch scratch) const = 0;
 };
+
+// "cpu (AVX3)", "reference (scalar C++)": what Sampler::backend_name reports.
+inline std::string describe(const Backend& backend) {
+  return std::string(backend.name()) + " (" + std::string(backend.description()) + ")";
+}
 
 // The scalar oracle.
 const Backend& reference_backend();

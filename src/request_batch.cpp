@@ -99,10 +99,7 @@ class RequestBatchImpl {
   }
 
   int64_t size() const { return static_cast<int64_t>(requests_.size()); }
-  std::string backend_name() const {
-    return std::string(sampler_.backend().name()) + " (" +
-           std::string(sampler_.backend().description()) + ")";
-  }
+  std::string backend_name() const { return describe(sampler_.backend()); }
 
   const std::string& request_id(int64_t row) const {
     if (row < 0 || row >= size())

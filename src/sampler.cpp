@@ -117,9 +117,9 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
     const int64_t bad = bad_token_ids_[row];
     if (bad < 0) continue;
     float value = 0;
-    const size_t element = logits.dtype == DType::f32 ? 4 : 2;
-    backend_.convert_row(static_cast<const char*>(row_pointer(logits, row)) + bad * element,
-                         logits.dtype, &value, 1);
+    backend_.convert_row(
+        static_cast<const char*>(row_pointer(logits, row)) + bad * element_size(logits.dtype),
+        logits.dtype, &value, 1);
     throw InvalidArgument(ErrorCode::invalid_logits, "row " + std::to_string(row) +
                                                          ": logits contain " +
                                                          (std::isnan(value) ? "NaN" : "+inf") +
@@ -144,9 +144,6 @@ const SamplerOutput& Sampler::sample(const LogitsView& logits, const Batch& batc
 
 const SamplerConfig& Sampler::config() const { return impl_->config(); }
 
-std::string Sampler::backend_name() const {
-  const detail::Backend& b = impl_->backend();
-  return std::string(b.name()) + " (" + std::string(b.description()) + ")";
-}
+std::string Sampler::backend_name() const { return detail::describe(impl_->backend()); }
 
 }  // namespace lastmile

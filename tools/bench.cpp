@@ -98,7 +98,6 @@ void serving_mix(int64_t row, BatchRequest& r, std::vector<TokenId>& history, in
 std::vector<Scenario> all_scenarios(int threads) {
   const int64_t kLlama = 128256, kQwen = 151936;
   std::vector<Scenario> s;
-  auto none = [](int64_t, BatchRequest&, std::vector<TokenId>&) {};
   s.push_back({"greedy",
                64,
                kLlama,
@@ -202,7 +201,6 @@ std::vector<Scenario> all_scenarios(int threads) {
     st.stateful = true;
     s.push_back(st);
   }
-  (void)none;
   return s;
 }
 

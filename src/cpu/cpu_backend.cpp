@@ -222,7 +222,6 @@ class CpuBackend final : public Backend {
     const float lo = key == 0 ? std::numeric_limits<float>::denorm_min()
                               : std::bit_cast<float>(static_cast<uint32_t>(key << kShift));
     const float hi = std::bit_cast<float>(static_cast<uint32_t>((key + 1) << kShift));
-    if (key == 0) cumulative = 0;
     const size_t band =
         cpu::mask_and_compress_band(x, w, size, inv_sum, lo, hi, scratch.ids.data());
     uint64_t* keys = scratch.keys.data();

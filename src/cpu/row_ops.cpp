@@ -20,6 +20,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// The first index in [from, n) holding NaN or +inf, or -1. The vector loops flag whether any
+// full vector held one: if none did, only the scalar tail is scanned.
+int64_t first_bad(const float* x, size_t from, size_t n) {
+  for (size_t j = from; j < n; ++j)
+    if (std::isnan(x[j]) || x[j] == kInf) return static_cast<int64_t>(j);
+  return -1;
+}
+
 // dst = src; returns the first index holding NaN or +inf, or -1. Exact.
 int64_t copy_checked(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
   const hn::ScalableTag<float> d;
@@ -33,14 +41,7 @@ int64_t copy_checked(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, siz
     hn::StoreU(v, d, dst + i);
   }
   for (; i < n; ++i) dst[i] = src[i];
-  if (hn::AllFalse(d, bad)) {
-    for (size_t j = n - n % lanes; j < n; ++j)
-      if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
-    return -1;
-  }
-  for (size_t j = 0; j < n; ++j)  // rare: find the first one in order
-    if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
-  return -1;
+  return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
 
 // dst = the float32 values of bfloat16 bit patterns (exact: bf16 is the top half of a float32);
@@ -65,9 +66,7 @@ int64_t widen_bf16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT
     std::memcpy(&v, &bits, 4);
     dst[i] = v;
   }
-  for (size_t j = hn::AllFalse(d, bad) ? n - n % lanes : 0; j < n; ++j)
-    if (std::isnan(dst[j]) || dst[j] == kInf) return static_cast<int64_t>(j);
-  return -1;
+  return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
 
 // Lowest index of the largest value (NaN-free). Exact.

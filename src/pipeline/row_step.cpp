@@ -19,7 +19,7 @@ void RowScratch::reserve_lists(size_t history_size, size_t allowed_size) {
 }
 
 const void* row_pointer(const LogitsView& logits, int64_t row) {
-  const size_t element = logits.dtype == DType::f32 ? 4 : 2;
+  const size_t element = element_size(logits.dtype);
   const int64_t stride = logits.row_stride ? logits.row_stride : logits.vocab_size;
   return static_cast<const char*>(logits.data) + static_cast<size_t>(row * stride) * element;
 }
