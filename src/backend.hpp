@@ -46,8 +46,12 @@ class Backend {
   // An all -inf row stays all -inf.
   virtual void log_softmax(float* x, int64_t n) const = 0;
 
-  // x := x / t (spec §8.1); float32 division, as torch's in-place div_.
-  virtual void divide(float* x, int64_t n, float t) const = 0;
+  // x := x / t (spec §8.1); float32 division, as torch's in-place div_. Returns the first index
+  // whose quotient is NaN or +inf (a tiny t overflows large logits), or -1.
+  virtual int64_t divide(float* x, int64_t n, float t) const = 0;
+
+  // The first index holding NaN or +inf, or -1.
+  virtual int64_t find_nan_or_inf(const float* x, int64_t n) const = 0;
 
   // Spec §6.5: mask tokens whose softmax probability is < min_p * the largest probability.
   virtual void apply_min_p(float* x, int64_t n, float min_p) const = 0;

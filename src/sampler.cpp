@@ -41,7 +41,9 @@ void run_pipeline(RowStep& row) {
   apply_logit_bias(row);                 //
   apply_custom_processors(row, false);   //    then custom ones (argmax_invariant = false)
   apply_penalties(row);                  // 6
+  if (row.failed()) return;              //    +inf / NaN made by 5-6: reported after the batch
   sample_tokens(row);                    // 7  greedy, temperature, min_p, top-k/p, draw
+  if (row.failed()) return;              //    +inf / NaN made by 7b-c
   gather_logprobs(row);                  // 8
   store_sampled_token(row);              // 9  the output
 }
@@ -78,9 +80,12 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                scratch,
                out_,
                std::span<float>(scratch.logits.data(), plan.vocab_size),
-               std::span<float>(scratch.raw.data(), plan.vocab_size)};
+               std::span<float>(scratch.raw.data(), plan.vocab_size),
+               /*greedy_token=*/0,
+               /*sampled_token=*/0,
+               RowFailure{}};
   run_pipeline(step);
-  bad_token_ids_[row] = step.bad_token_id;
+  failures_[row] = step.failure;
 }
 
 // Sizes every worker's scratch for this batch before any row runs, so that which worker takes
@@ -110,12 +115,17 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   plan.processors = config_.logits_processors;
   reserve_scratch(batch, kept.empty());
   out_.prepare(plan);
-  bad_token_ids_.resize(plan.num_rows);
+  failures_.resize(plan.num_rows);
   auto task = [&](int64_t row, int worker) { sample_row(plan, logits, batch, kept, row, worker); };
   pool_.run(plan.num_rows, task);
   for (int64_t row = 0; row < plan.num_rows; ++row) {
-    const int64_t bad = bad_token_ids_[row];
+    const RowFailure& failure = failures_[row];
+    const int64_t bad = failure.token_id;
     if (bad < 0) continue;
+    if (failure.made_by != nullptr)  // finite logits, parameters that overflow them
+      throw InvalidArgument("request " + std::to_string(row) + ": " + failure.made_by +
+                            " made the logits " + (failure.is_nan ? "NaN" : "+inf") +
+                            " at token_id " + std::to_string(bad));
     float value = 0;
     backend_.convert_row(
         static_cast<const char*>(row_pointer(logits, row)) + bad * element_size(logits.dtype),

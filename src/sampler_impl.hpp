@@ -37,8 +37,8 @@ class SamplerImpl {
   SamplerConfig config_;
   const Backend& backend_;
   ThreadPool pool_;
-  std::vector<RowScratch> scratch_;     // one per worker
-  std::vector<int64_t> bad_token_ids_;  // per row: first NaN / +inf, or -1
+  std::vector<RowScratch> scratch_;   // one per worker
+  std::vector<RowFailure> failures_;  // per row: first NaN / +inf, if any
   OutputBuffers out_;
   uint64_t calls_ = 0;
   bool scratch_ready_ = false;

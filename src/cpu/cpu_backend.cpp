@@ -83,8 +83,12 @@ class CpuBackend final : public Backend {
     cpu::subtract_two(x, static_cast<size_t>(n), max, log_sum);
   }
 
-  void divide(float* x, int64_t n, float t) const override {
-    cpu::divide(x, static_cast<size_t>(n), t);
+  int64_t divide(float* x, int64_t n, float t) const override {
+    return cpu::divide(x, static_cast<size_t>(n), t);
+  }
+
+  int64_t find_nan_or_inf(const float* x, int64_t n) const override {
+    return cpu::find_nan_or_inf(x, static_cast<size_t>(n));
   }
 
   void apply_min_p(float* x, int64_t n, float min_p) const override {

@@ -25,9 +25,10 @@ namespace lastmile::cpu {
 int64_t copy_checked(const float* src, float* dst, size_t n);           // first NaN / +inf, or -1
 int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n);  // exact; as above
 int64_t row_argmax(const float* x, size_t n);                           // n > 0, NaN-free
-void divide(float* x, size_t n, float t);                               // exact IEEE division
-double sum_exp(const float* x, size_t n, float max);                    // Highway Exp, fixed order
-void subtract_two(float* x, size_t n, float max, float log_sum);        // (x - max) - log_sum
+int64_t divide(float* x, size_t n, float t);        // exact IEEE division; first NaN / +inf, or -1
+int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
+double sum_exp(const float* x, size_t n, float max);              // Highway Exp, fixed order
+void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
 void mask_probability_below(float* x, size_t n, float max, float inv_sum, float threshold);
 void mask_below(float* x, size_t n, float threshold);       // exact
 int64_t count_at_least(const float* x, size_t n, float v);  // exact

@@ -88,14 +88,36 @@ int64_t row_argmax(const float* HWY_RESTRICT x, size_t n) {
   return 0;
 }
 
-// x /= t, IEEE division per lane: exact, the same bits as scalar division.
-void divide(float* HWY_RESTRICT x, size_t n, float t) {
+// x /= t, IEEE division per lane: exact, the same bits as scalar division. Returns the first
+// index holding NaN or +inf, or -1 (the check rides along the pass).
+int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vt = hn::Set(d, t);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::Div(hn::LoadU(d, x + i), vt), d, x + i);
+  for (; i + lanes <= n; i += lanes) {
+    const auto q = hn::Div(hn::LoadU(d, x + i), vt);
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(q), hn::Eq(q, inf)));
+    hn::StoreU(q, d, x + i);
+  }
   for (; i < n; ++i) x[i] /= t;
+  return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+}
+
+// The first index holding NaN or +inf, or -1.
+int64_t find_nan_or_inf(const float* HWY_RESTRICT x, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+  }
+  return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
 
 // Sum of exp(x - max) with Highway's Exp (within a few ULP of std::exp), lane-wise float
@@ -266,6 +288,7 @@ HWY_EXPORT(copy_checked);
 HWY_EXPORT(widen_bf16_checked);
 HWY_EXPORT(row_argmax);
 HWY_EXPORT(divide);
+HWY_EXPORT(find_nan_or_inf);
 HWY_EXPORT(sum_exp);
 HWY_EXPORT(subtract_two);
 HWY_EXPORT(mask_probability_below);
@@ -282,7 +305,10 @@ int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n) {
   return HWY_DYNAMIC_DISPATCH(widen_bf16_checked)(src, dst, n);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
-void divide(float* x, size_t n, float t) { HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }
+int64_t divide(float* x, size_t n, float t) { return HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }
+int64_t find_nan_or_inf(const float* x, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(find_nan_or_inf)(x, n);
+}
 double sum_exp(const float* x, size_t n, float max) {
   return HWY_DYNAMIC_DISPATCH(sum_exp)(x, n, max);
 }

@@ -10,6 +10,8 @@ void apply_custom_processors(RowStep& row, bool argmax_invariant) {
                           row.request.output_token_ids};
   for (const auto& processor : row.plan.processors)
     if (processor->is_argmax_invariant() == argmax_invariant) processor->apply(view, row.logits);
+  row.record_bad_value(row.backend.find_nan_or_inf(row.logits.data(), row.vocab_size()),
+                       "a custom logits processor");
 }
 
 }  // namespace lastmile::detail

@@ -6,9 +6,9 @@
 namespace lastmile::detail {
 
 bool convert_to_float32(RowStep& row) {
-  row.bad_token_id = row.backend.convert_row(row.input_row(), row.input.dtype, row.logits.data(),
-                                             row.vocab_size());
-  return row.bad_token_id < 0;
+  row.failure.token_id = row.backend.convert_row(row.input_row(), row.input.dtype,
+                                                 row.logits.data(), row.vocab_size());
+  return !row.failed();
 }
 
 }  // namespace lastmile::detail

@@ -5,6 +5,7 @@
 // are counted here from the batch in O(H log H). Rows with neutral penalties are exact identities
 // and skipped; the whole step is skipped when no row has penalties (vLLM's no_penalties).
 #include <algorithm>
+#include <limits>
 
 #include "pipeline/steps.hpp"
 
@@ -42,6 +43,14 @@ void apply_penalties(RowStep& row) {
       row.has_kept_counts ? row.kept_counts : count_tokens(row);
   row.backend.apply_penalties(row.logits.data(), counts, p.repetition_penalty, p.frequency_penalty,
                               p.presence_penalty);
+  // Only a repetition_penalty < 1 can raise a finite logit to +inf (frequency and presence
+  // terms are too small to reach it), and only at the touched tokens.
+  if (p.repetition_penalty < 1.0f)
+    for (const TokenCount& c : counts)
+      if (row.logits[c.token_id] == std::numeric_limits<float>::infinity()) {
+        row.record_bad_value(c.token_id, "repetition_penalty");
+        return;
+      }
 }
 
 }  // namespace lastmile::detail

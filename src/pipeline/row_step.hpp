@@ -2,6 +2,7 @@
 // its results go. Steps read and write a row only through this.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -24,6 +25,13 @@ inline size_t element_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 const void* row_pointer(const LogitsView& logits, int64_t row);
 
 // Scratch owned by one worker thread: two float32 rows and room to sort one; grows, never shrinks.
+// Where a row's logits first held NaN or +inf (token_id -1: nowhere).
+struct RowFailure {
+  int64_t token_id = -1;
+  const char* made_by = nullptr;  // null: the caller's input; else the step's parameter name
+  bool is_nan = false;            // else +inf
+};
+
 struct RowScratch {
   std::vector<float> logits;  // the working row, edited in place by steps 2-7
   std::vector<float> raw;     // the raw-mode snapshot of step 1
@@ -78,7 +86,16 @@ struct RowStep {
   std::span<float> raw;     // raw-mode snapshot
   TokenId greedy_token = 0;
   TokenId sampled_token = 0;
-  int64_t bad_token_id = -1;  // first NaN / +inf in the input row
+  // The row stops at the first NaN / +inf: in the input (made_by null) or made by a step from
+  // finite logits (made_by names the parameter, e.g. "temperature"). Reported after the batch.
+  RowFailure failure;
+  bool failed() const { return failure.token_id >= 0; }
+  // Records a NaN / +inf at `token_id` (>= 0) made by `made_by`; false when token_id < 0.
+  bool record_bad_value(int64_t token_id, const char* made_by) {
+    if (token_id < 0) return false;
+    failure = {token_id, made_by, std::isnan(logits[static_cast<size_t>(token_id)])};
+    return true;
+  }
 
   const RequestParams& params() const { return request.params; }
   int64_t vocab_size() const { return plan.vocab_size; }

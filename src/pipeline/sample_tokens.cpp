@@ -13,8 +13,10 @@ void sample_tokens(RowStep& row) {
     return;
   }
   apply_temperature(row);
+  if (row.failed()) return;  // overflowed to +inf: reported after the batch
   apply_min_p(row);
   apply_custom_processors(row, /*argmax_invariant=*/true);
+  if (row.failed()) return;
   apply_top_k_top_p(row);
   draw_token(row);
 }

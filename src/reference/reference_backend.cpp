@@ -13,6 +13,7 @@ namespace lastmile::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 bool is_nan_or_pos_inf(float v) {
   return std::isnan(v) || v == std::numeric_limits<float>::infinity();
@@ -65,8 +66,15 @@ class ReferenceBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) x[i] = (x[i] - max) - log_sum;
   }
 
-  void divide(float* x, int64_t n, float t) const override {
+  int64_t divide(float* x, int64_t n, float t) const override {
     for (int64_t i = 0; i < n; ++i) x[i] /= t;
+    return find_nan_or_inf(x, n);
+  }
+
+  int64_t find_nan_or_inf(const float* x, int64_t n) const override {
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isnan(x[i]) || x[i] == kInf) return i;
+    return -1;
   }
 
   void apply_min_p(float* x, int64_t n, float min_p) const override {

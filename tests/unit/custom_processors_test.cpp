@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <stdexcept>
 
 #include "unit/test_util.hpp"
@@ -38,6 +39,15 @@ class ThrowOnMarkedRow final : public lastmile::LogitsProcessor {
   }
 };
 
+// Writes NaN at token 3: a broken processor the sampler must report, not sample from.
+class WriteNaN final : public lastmile::LogitsProcessor {
+ public:
+  bool is_argmax_invariant() const override { return false; }
+  void apply(const lastmile::ProcessorRow&, std::span<float> logits) const override {
+    logits[3] = std::nanf("");
+  }
+};
+
 lastmile::SamplerConfig config_with(std::shared_ptr<const lastmile::LogitsProcessor> p, int threads,
                                     int64_t max_batch = 4) {
   lastmile::SamplerConfig config;
@@ -56,6 +66,20 @@ TEST(CustomProcessors, ArgmaxChangingRunsBeforeGreedy) {
   EXPECT_EQ(
       sampler.sample(lastmile::LogitsView::f32(logits.data(), 1, 5), batch).sampled_token_ids[0],
       2);
+}
+
+TEST(CustomProcessors, NaNWrittenByAProcessorIsReported) {
+  lastmile::Sampler sampler(config_with(std::make_shared<WriteNaN>(), 1));
+  const std::vector<float> logits = {5.0f, 1.0f, 0.0f, 1.0f, 1.0f};
+  lastmile::Batch batch;
+  batch.requests.emplace_back().params.temperature = 0.0f;
+  try {
+    sampler.sample(lastmile::LogitsView::f32(logits.data(), 1, 5), batch);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const lastmile::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "request 0: a custom logits processor made the logits NaN at token_id 3");
+  }
 }
 
 TEST(CustomProcessors, ArgmaxInvariantRunsOnlyOnSampledBatches) {

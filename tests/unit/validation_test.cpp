@@ -357,6 +357,51 @@ TEST(Validation, PositiveInfinityRowIsReported) {
                  "row 0: logits contain +inf at token_id 3", ErrorCode::invalid_logits);
 }
 
+// Finite logits that parameters push to +inf: the request is named, never sampled from NaN
+// probabilities. Every backend, since the check rides along each kernel.
+void expect_overflow(const RequestParams& p, const std::string& message,
+                     lastmile::BackendKind backend, const Row& extra = {}) {
+  SamplerConfig config = make_config(40, 2);
+  config.backend = backend;
+  Sampler sampler(config);
+  std::vector<float> logits(2 * 40, 1.0f);
+  logits[40 + 33] = 3e38f;
+  Row bad = extra;
+  bad.params = p;
+  const std::vector<Row> rows = {row_with(RequestParams{}), bad};
+  expect_invalid([&] { sampler.sample(LogitsView::f32(logits.data(), 2, 40), make_batch(rows)); },
+                 message);
+}
+
+class Overflow : public ::testing::TestWithParam<lastmile::BackendKind> {};
+
+TEST_P(Overflow, SmallTemperatureIsReported) {
+  RequestParams p;
+  p.temperature = 0.5f;
+  expect_overflow(p, "request 1: temperature made the logits +inf at token_id 33", GetParam());
+}
+
+TEST_P(Overflow, LogitBiasIsReported) {
+  RequestParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{33, 1e38f}};
+  expect_overflow(p, "request 1: logit_bias made the logits +inf at token_id 33", GetParam());
+}
+
+TEST_P(Overflow, RepetitionPenaltyBelowOneIsReported) {
+  RequestParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 0.5f;
+  Row history;
+  history.prompt = {33};
+  expect_overflow(p, "request 1: repetition_penalty made the logits +inf at token_id 33",
+                  GetParam(), history);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Overflow,
+                         ::testing::Values(lastmile::BackendKind::cpu,
+                                           lastmile::BackendKind::reference));
+
 TEST(Validation, NegativeInfinityIsAccepted) {
   Sampler sampler(make_config(4, 1));
   const std::vector<float> logits = {-kInf, -kInf, -kInf, -kInf};
