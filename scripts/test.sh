@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
 # All tests on a fresh machine: install dependencies; a Release build with -Werror running every
-# test (unit, determinism, statistical, golden through check.py, CLI errors, packaging); libFuzzer
-# runs over the input readers; then an ASan+UBSan build running the unit, determinism and CLI
-# error tests; a TSan build runs the threaded tests; clang-format checks the layout.
+# test (unit, determinism, statistical, golden through check.py, CLI errors, packaging, the C API
+# test); libFuzzer runs over the input readers and the C API; then an ASan+UBSan build running the
+# unit, determinism and CLI error tests; a TSan build runs the threaded tests; clang-format checks
+# the layout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 python="$(command -v python3)"
 
 echo "== clang-format (Google base, 100 columns)" >&2
-git ls-files '*.cpp' '*.hpp' '*.h' | xargs clang-format --dry-run --Werror
+git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
 echo "== Release build (-Werror) and all tests" >&2
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
 
-echo "== libFuzzer (clang, ASan+UBSan): the case.json and .npy readers, 30 s each" >&2
+echo "== libFuzzer (clang, ASan+UBSan): the case.json and .npy readers and the C API, 30 s each" >&2
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLASTMILE_FUZZ=ON \
   -DLASTMILE_SANITIZE=address,undefined -DLASTMILE_BUILD_TESTS=OFF -DLASTMILE_BUILD_TOOLS=OFF \
   -DLASTMILE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j2
-for target in case_reader npy_reader; do
+for target in case_reader npy_reader capi; do
   corpus="build-fuzz/corpus-${target}"
   mkdir -p "$corpus"
   "build-fuzz/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \

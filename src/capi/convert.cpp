@@ -1,0 +1,158 @@
+// lastmile — C structs to the C++ API (see convert.hpp).
+#include "capi/convert.hpp"
+
+#include "lastmile/error.hpp"
+
+namespace lastmile::capi {
+namespace {
+
+// A C array: NULL is fine only when empty.
+template <typename T>
+std::span<const T> array(const std::string& who, const char* field, const T* data, int64_t size) {
+  if (size < 0)
+    throw InvalidArgument(who + ": num_" + field + " must be >= 0, got " + std::to_string(size));
+  if (size > 0 && data == nullptr)
+    throw InvalidArgument(who + ": " + field + " is NULL but num_" + field + " is " +
+                          std::to_string(size));
+  return {data, static_cast<size_t>(size)};
+}
+
+void fill_bad_words(const std::string& who, const lastmile_request& r,
+                    std::vector<std::vector<TokenId>>& out) {
+  if (r.num_bad_words < 0)
+    throw InvalidArgument(who + ": num_bad_words must be >= 0, got " +
+                          std::to_string(r.num_bad_words));
+  out.resize(static_cast<size_t>(r.num_bad_words));
+  if (r.num_bad_words == 0) return;
+  if (r.bad_words_offsets == nullptr)
+    throw InvalidArgument(who + ": bad_words_offsets is NULL but num_bad_words is " +
+                          std::to_string(r.num_bad_words));
+  if (r.bad_words_offsets[0] != 0)
+    throw InvalidArgument(who + ": bad_words_offsets[0] must be 0, got " +
+                          std::to_string(r.bad_words_offsets[0]));
+  for (int64_t i = 0; i < r.num_bad_words; ++i) {
+    const int64_t begin = r.bad_words_offsets[i], end = r.bad_words_offsets[i + 1];
+    if (end < begin)
+      throw InvalidArgument(who + ": bad_words_offsets must not decrease, got " +
+                            std::to_string(end) + " after " + std::to_string(begin) + " at index " +
+                            std::to_string(i + 1));
+    if (end > begin && r.bad_words_token_ids == nullptr)
+      throw InvalidArgument(who + ": bad_words_token_ids is NULL but bad_words_offsets[" +
+                            std::to_string(r.num_bad_words) + "] is " + std::to_string(end));
+    out[static_cast<size_t>(i)].assign(r.bad_words_token_ids + begin, r.bad_words_token_ids + end);
+  }
+}
+
+}  // namespace
+
+void require(const void* pointer, const char* name) {
+  if (pointer == nullptr) throw InvalidArgument(std::string(name) + " is NULL");
+}
+
+SamplerConfig to_config(const lastmile_sampler_config* config) {
+  require(config, "config");
+  if (config->logprobs_mode < 0 || config->logprobs_mode > 3)
+    throw InvalidArgument("config: logprobs_mode must be a lastmile_logprobs_mode (0-3), got " +
+                          std::to_string(config->logprobs_mode));
+  if (config->backend < 0 || config->backend > 2)
+    throw InvalidArgument("config: backend must be a lastmile_backend (0-2), got " +
+                          std::to_string(config->backend));
+  SamplerConfig out;
+  out.vocab_size = config->vocab_size;
+  out.max_batch = config->max_batch;
+  out.logprobs_mode = static_cast<LogprobsMode>(config->logprobs_mode);
+  out.threads = config->threads;
+  out.seed = config->seed;
+  out.backend = static_cast<BackendKind>(config->backend);
+  return out;
+}
+
+void fill_request(const std::string& who, const lastmile_request& r, BatchRequest& out) {
+  RequestParams& p = out.params;
+  p.temperature = r.temperature;
+  p.top_k = r.top_k;
+  p.top_p = r.top_p;
+  p.min_p = r.min_p;
+  p.presence_penalty = r.presence_penalty;
+  p.frequency_penalty = r.frequency_penalty;
+  p.repetition_penalty = r.repetition_penalty;
+  const auto bias_ids = array(who, "logit_bias", r.logit_bias_token_ids, r.num_logit_bias);
+  const auto bias_values = array(who, "logit_bias", r.logit_bias_values, r.num_logit_bias);
+  p.logit_bias.resize(bias_ids.size());
+  for (size_t i = 0; i < bias_ids.size(); ++i) p.logit_bias[i] = {bias_ids[i], bias_values[i]};
+  if (r.has_allowed_token_ids) {
+    const auto ids = array(who, "allowed_token_ids", r.allowed_token_ids, r.num_allowed_token_ids);
+    if (!p.allowed_token_ids) p.allowed_token_ids.emplace();
+    p.allowed_token_ids->assign(ids.begin(), ids.end());
+  } else {
+    p.allowed_token_ids.reset();
+  }
+  fill_bad_words(who, r, p.bad_words_token_ids);
+  p.min_tokens = r.min_tokens;
+  const auto stops = array(who, "stop_token_ids", r.stop_token_ids, r.num_stop_token_ids);
+  p.stop_token_ids.assign(stops.begin(), stops.end());
+  p.seed = r.has_seed ? std::optional<uint64_t>(r.seed) : std::nullopt;
+  p.logprobs = r.has_logprobs ? std::optional<int32_t>(r.logprobs) : std::nullopt;
+  if (r.has_logprob_token_ids) {
+    const auto ids = array(who, "logprob_token_ids", r.logprob_token_ids, r.num_logprob_token_ids);
+    if (!p.logprob_token_ids) p.logprob_token_ids.emplace();
+    p.logprob_token_ids->assign(ids.begin(), ids.end());
+  } else {
+    p.logprob_token_ids.reset();
+  }
+  out.prompt_token_ids = array(who, "prompt_token_ids", r.prompt_token_ids, r.num_prompt_token_ids);
+  out.output_token_ids = array(who, "output_token_ids", r.output_token_ids, r.num_output_token_ids);
+  out.spec_token_ids = array(who, "spec_token_ids", r.spec_token_ids, r.num_spec_token_ids);
+  out.step = r.has_step ? std::optional<uint64_t>(r.step) : std::nullopt;
+}
+
+void fill_batch(const lastmile_batch* batch, Batch& out) {
+  require(batch, "batch");
+  const auto requests =
+      array(std::string("batch"), "requests", batch->requests, batch->num_requests);
+  if (batch->has_logprobs_mode && (batch->logprobs_mode < 0 || batch->logprobs_mode > 3))
+    throw InvalidArgument("batch: logprobs_mode must be a lastmile_logprobs_mode (0-3), got " +
+                          std::to_string(batch->logprobs_mode));
+  out.requests.resize(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i)
+    fill_request("request " + std::to_string(i), requests[i], out.requests[i]);
+  out.num_logprobs =
+      batch->has_num_logprobs ? std::optional<int32_t>(batch->num_logprobs) : std::nullopt;
+  out.predict_bonus_token = batch->predict_bonus_token != 0;
+  out.logprobs_mode = batch->has_logprobs_mode
+                          ? std::optional(static_cast<LogprobsMode>(batch->logprobs_mode))
+                          : std::nullopt;
+}
+
+LogitsView to_logits_view(const lastmile_logits* logits) {
+  require(logits, "logits");
+  if (logits->dtype < 0 || logits->dtype > 2)
+    throw InvalidArgument(
+        ErrorCode::invalid_logits,
+        "logits: dtype must be a lastmile_dtype (0-2), got " + std::to_string(logits->dtype));
+  return {logits->data, logits->num_rows, logits->vocab_size, logits->row_stride,
+          static_cast<DType>(logits->dtype)};
+}
+
+lastmile_output to_c_output(const SamplerOutput& o) {
+  lastmile_output c{};
+  c.num_rows = o.num_rows;
+  c.sampled_token_ids = o.sampled_token_ids.data();
+  if (o.logprobs.present()) {
+    c.logprobs_width = o.logprobs.width;
+    c.logprobs_token_ids = o.logprobs.token_ids.data();
+    c.logprobs = o.logprobs.logprobs.data();
+    c.logprobs_ranks = o.logprobs.ranks.data();
+  }
+  if (o.token_logprobs.present()) {
+    c.token_logprobs_width = o.token_logprobs.width;
+    c.token_logprobs_token_ids = o.token_logprobs.token_ids.data();
+    c.token_logprobs = o.token_logprobs.logprobs.data();
+    c.token_logprobs_valid = o.token_logprobs.valid.data();
+    c.token_logprobs_ranks = o.token_logprobs.ranks.data();
+  }
+  if (!o.full_logprobs.empty()) c.full_logprobs = o.full_logprobs.data();
+  return c;
+}
+
+}  // namespace lastmile::capi
