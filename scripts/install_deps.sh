@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lastmile needs on a fresh Debian 12 (bookworm) machine: the compiler and CMake,
-# the C++ libraries (Debian packages, upstream versions pinned) and numpy for the golden checker.
+# the C++ libraries (Debian packages, upstream versions pinned) and the Python packages (PyPI,
+# pinned) for the golden checker, the Python package build and its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,4 +33,16 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q "numpy==2.1.3"
+# Python side (PyPI, pinned): numpy for the golden checker; pytest and torch for the Python tests
+# (torch inputs, the vLLM adapter). `pip install .` fetches its pinned build tools itself
+# (pyproject.toml: scikit-build-core, nanobind).
+python_packages=("numpy==2.1.3" "pytest==8.3.4" "torch==2.9.1")
+missing=()
+for p in "${python_packages[@]}"; do
+  python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p#*==}')" \
+    2>/dev/null || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: pip install ${missing[*]}" >&2
+  python3 -m pip install -q "${missing[@]}"
+fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # All tests on a fresh machine: install dependencies; a Release build with -Werror running every
 # test (unit, determinism, statistical, golden through check.py, CLI errors, packaging, the C API
-# test); libFuzzer runs over the input readers and the C API; then an ASan+UBSan build running the
-# unit, determinism and CLI error tests; a TSan build runs the threaded tests; clang-format checks
-# the layout.
+# test); `pip install .` and the pytest suite (numpy, torch, the vLLM adapter, golden through the
+# Python runner); libFuzzer over the input readers and the C API; an ASan+UBSan build running the
+# unit, determinism and CLI error tests; a TSan build running the threaded tests; clang-format.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -16,6 +16,10 @@ echo "== Release build (-Werror) and all tests" >&2
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
+
+echo "== Python: pip install . (nanobind + scikit-build-core), then pytest tests/python" >&2
+python3 -m pip install -q .
+(cd "$(mktemp -d)" && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python")
 
 echo "== libFuzzer (clang, ASan+UBSan): the case.json and .npy readers and the C API, 30 s each" >&2
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLASTMILE_FUZZ=ON \

@@ -1,0 +1,298 @@
+"""lastmile: vLLM V1's sampler as a C++20 library, from Python.
+
+Turns a batch of logits ``[num_rows, vocab_size]`` into token ids and logprobs with vLLM's
+pipeline (``../shared/spec/sampler.md``): whitelists, bad words, min_tokens, logit_bias,
+penalties, temperature, min_p, top-k / top-p, a seeded draw, top-N and explicit-id logprobs.
+
+Examples
+--------
+>>> import numpy as np, lastmile
+>>> sampler = lastmile.Sampler(vocab_size=4, max_batch=2)
+>>> logits = np.array([[0, 3, 1, 0], [2, 0, 0, 1]], dtype=np.float32)
+>>> out = sampler.sample(logits, [{"temperature": 0.0}, lastmile.SamplingParams(temperature=0.0)])
+>>> out.sampled_token_ids.tolist()
+[1, 0]
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _lastmile
+from ._lastmile import Error, InvalidArgument, InvalidLogits, Unsupported
+from ._params import SamplingParams
+
+__version__ = _lastmile.__version__
+__all__ = [
+    "Error",
+    "InvalidArgument",
+    "InvalidLogits",
+    "Logprobs",
+    "RequestBatch",
+    "Sampler",
+    "SamplerOutput",
+    "SamplingParams",
+    "TokenLogprobs",
+    "Unsupported",
+]
+
+Request = Union[SamplingParams, Mapping[str, Any]]
+
+_MODES = ("raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits")
+
+
+@dataclass(frozen=True)
+class Logprobs:
+    """Top-N logprobs of every row, read from the active logprobs mode.
+
+    Attributes
+    ----------
+    token_ids : numpy.ndarray
+        int32 ``[num_rows, N + 1]``; column 0 is the sampled token, then the N largest.
+    logprobs : numpy.ndarray
+        float32 ``[num_rows, N + 1]``.
+    ranks : numpy.ndarray
+        int64 ``[num_rows]``: entries ``>=`` the sampled token's (the top token has rank 1).
+    """
+
+    token_ids: np.ndarray
+    logprobs: np.ndarray
+    ranks: np.ndarray
+
+
+@dataclass(frozen=True)
+class TokenLogprobs(Logprobs):
+    """Logprobs of explicitly requested ids (``logprob_token_ids``), beside the sampled token.
+
+    Attributes
+    ----------
+    valid : numpy.ndarray
+        bool ``[num_rows, M + 1]``; padding columns hold id 0, ``-inf`` and ``False``.
+    """
+
+    valid: np.ndarray = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class SamplerOutput:
+    """What one sampling step returns; arrays are the caller's (copies of the sampler's buffers).
+
+    Attributes
+    ----------
+    sampled_token_ids : numpy.ndarray
+        int32 ``[num_rows]``.
+    logprobs : Logprobs or None
+        Present when ``num_logprobs >= 0`` (top-N plus the sampled token).
+    token_logprobs : TokenLogprobs or None
+        Present when any request has ``logprob_token_ids``.
+    full_logprobs : numpy.ndarray or None
+        float32 ``[num_rows, vocab_size]`` when ``num_logprobs == -1``.
+    """
+
+    sampled_token_ids: np.ndarray
+    logprobs: Optional[Logprobs]
+    token_logprobs: Optional[TokenLogprobs]
+    full_logprobs: Optional[np.ndarray]
+
+
+def _output(raw: dict) -> SamplerOutput:
+    top = raw["logprobs"]
+    ids = raw["token_logprobs"]
+    return SamplerOutput(
+        sampled_token_ids=raw["sampled_token_ids"],
+        logprobs=None if top is None else Logprobs(*top),
+        token_logprobs=None
+        if ids is None
+        else TokenLogprobs(token_ids=ids[0], logprobs=ids[1], valid=ids[2], ranks=ids[3]),
+        full_logprobs=raw["full_logprobs"],
+    )
+
+
+def _check_mode(name: str, mode: str) -> str:
+    if mode not in _MODES:
+        raise ValueError(f"{name} must be one of {', '.join(_MODES)}, got {mode!r}")
+    return mode
+
+
+def _config(vocab_size, max_batch, logprobs_mode, threads, seed, backend):
+    _check_mode("logprobs_mode", logprobs_mode)
+    if threads is None:
+        threads = 0
+    if seed is None:
+        seed = int.from_bytes(os.urandom(8), "little")
+    return (int(vocab_size), int(max_batch), logprobs_mode, int(threads), int(seed), backend)
+
+
+class Sampler:
+    """vLLM V1's ``Sampler.forward`` over a batch of CPU logits.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Logits width; every token id must be in ``[0, vocab_size)``.
+    max_batch : int
+        The most rows one call may hold.
+    logprobs_mode : str, default "raw_logprobs"
+        ``raw_logprobs``, ``raw_logits``, ``processed_logprobs`` or ``processed_logits``.
+    threads : int or None
+        Worker threads; None uses every core. Results never depend on it.
+    seed : int or None
+        Seeds requests without their own; None draws one from the OS.
+    backend : str, default "automatic"
+        ``automatic`` / ``cpu`` (SIMD, selection instead of sorting) or ``reference`` (scalar).
+
+    Raises
+    ------
+    InvalidArgument
+        (a ``ValueError``) for a bad configuration.
+
+    Notes
+    -----
+    ``sample`` releases the GIL. One sampler serves one call at a time (concurrent calls on the
+    same sampler take turns); use one sampler per thread to sample in parallel.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_batch: int,
+        logprobs_mode: str = "raw_logprobs",
+        threads: Optional[int] = None,
+        seed: Optional[int] = None,
+        backend: str = "automatic",
+    ) -> None:
+        self._impl = _lastmile.Sampler(
+            *_config(vocab_size, max_batch, logprobs_mode, threads, seed, backend)
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        return self._impl.vocab_size
+
+    @property
+    def max_batch(self) -> int:
+        return self._impl.max_batch
+
+    @property
+    def backend_name(self) -> str:
+        """The kernels in use, e.g. ``"cpu (AVX2)"``."""
+        return self._impl.backend_name
+
+    def sample(
+        self,
+        logits: Any,
+        requests: Sequence[Request],
+        *,
+        predict_bonus_token: bool = False,
+        logprobs_mode: Optional[str] = None,
+        num_logprobs: Optional[int] = None,
+        dtype: Optional[str] = None,
+    ) -> SamplerOutput:
+        """Samples one token per logits row.
+
+        Parameters
+        ----------
+        logits : array-like
+            A 2-D CPU array ``[num_rows, vocab_size]`` of float32, float16 or bfloat16, through
+            DLPack (torch) or the buffer protocol (numpy); read in place, never copied or edited.
+            Rows may be strided; the vocabulary axis must be contiguous.
+        requests : sequence of SamplingParams or dict
+            One per row, with the fields of ``SamplingParams`` (absent ones are neutral).
+        predict_bonus_token : bool
+            Draft tokens (``spec_token_ids``) count as history for penalties and bad words.
+        logprobs_mode : str or None
+            Overrides the sampler's mode for this call.
+        num_logprobs : int or None
+            vLLM's ``max_num_logprobs``: ``-1`` the full matrix, ``N >= 0`` top-N plus the sampled
+            token; None takes the largest ``logprobs`` among the requests.
+        dtype : str or None
+            ``"bfloat16"`` reads a uint16 / int16 array as bfloat16 bit patterns.
+
+        Returns
+        -------
+        SamplerOutput
+
+        Raises
+        ------
+        InvalidArgument
+            A request field out of range, naming request and field, e.g.
+            ``request 3: top_p must be in (0, 1], got 1.5``.
+        InvalidLogits
+            Logits holding NaN / +inf, or of the wrong width or row count.
+        TypeError, ValueError
+            Logits of the wrong type, shape, dtype, device or layout; a field of the wrong type.
+        """
+        if logprobs_mode is not None:
+            _check_mode("logprobs_mode", logprobs_mode)
+        return _output(
+            self._impl.sample(
+                logits, requests, predict_bonus_token, logprobs_mode, num_logprobs, dtype
+            )
+        )
+
+
+class RequestBatch:
+    """Requests that live across steps (an engine's persistent batch).
+
+    Penalty counts are kept per request and updated per new token; each ``step`` samples one
+    token per request and appends it to that request's output. Results equal ``Sampler.sample``
+    on the same histories. Parameters are those of :class:`Sampler`.
+
+    Examples
+    --------
+    >>> import numpy as np, lastmile
+    >>> batch = lastmile.RequestBatch(vocab_size=3, max_batch=1, seed=0)
+    >>> batch.add("a", lastmile.SamplingParams(temperature=0.0, frequency_penalty=2.0))
+    >>> [int(batch.step(np.array([[0, 3, 0]], np.float32)).sampled_token_ids[0]) for _ in range(3)]
+    [1, 1, 0]
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_batch: int,
+        logprobs_mode: str = "raw_logprobs",
+        threads: Optional[int] = None,
+        seed: Optional[int] = None,
+        backend: str = "automatic",
+    ) -> None:
+        self._impl = _lastmile.RequestBatch(
+            *_config(vocab_size, max_batch, logprobs_mode, threads, seed, backend)
+        )
+
+    def add(
+        self, request_id: str, params: Request, prompt_token_ids: Optional[Sequence[int]] = None
+    ) -> None:
+        """Appends a request as the last row; ``prompt_token_ids`` overrides the params' own."""
+        self._impl.add(request_id, params, prompt_token_ids)
+
+    def remove(self, request_id: str) -> None:
+        """Removes a request; later rows move up by one."""
+        self._impl.remove(request_id)
+
+    def reorder(self, request_ids: Sequence[str]) -> None:
+        """Puts the requests in this order (a permutation of ``request_ids()``)."""
+        self._impl.reorder(list(request_ids))
+
+    def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:
+        """Samples row i for ``request_ids()[i]`` and appends each token to its request."""
+        return _output(self._impl.step(logits, dtype))
+
+    def request_ids(self) -> list:
+        """The request ids in row order."""
+        return self._impl.request_ids()
+
+    def output_token_ids(self, request_id: str) -> list:
+        """The tokens this batch sampled for the request so far."""
+        return self._impl.output_token_ids(request_id)
+
+    def __len__(self) -> int:
+        return self._impl.size()
+
+    @property
+    def backend_name(self) -> str:
+        return self._impl.backend_name

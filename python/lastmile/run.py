@@ -1,0 +1,102 @@
+"""``python -m lastmile.run CASE --out OUT``: the golden runner contract (../shared/golden/README.md).
+
+Reads ``CASE/case.json`` and ``CASE/logits.npy``, samples through :class:`lastmile.Sampler`, and
+writes ``OUT/output.json`` (plus ``OUT/full_logprobs.npy`` when ``max_num_logprobs`` is -1).
+``--logprobs-mode`` and ``--num-logprobs`` override the case; ``--repeat R`` runs R steps on the
+same logits (step r of every request's stream) and reports a token histogram per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from . import InvalidArgument, Sampler
+
+
+def _finite(value: float) -> Any:
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def _values(matrix: np.ndarray) -> list:
+    return [[_finite(float(v)) for v in row] for row in matrix]
+
+
+def _read_case(case: Path):
+    spec = json.loads((case / "case.json").read_text())
+    logits = np.load(case / "logits.npy")
+    dtype = spec.get("logits_dtype", "float32")
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise ValueError(f"case.json: logits_dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    return spec, logits, dtype
+
+
+def run(case: Path, out: Path, logprobs_mode: Optional[str], num_logprobs: Optional[int],
+        repeat: int, threads: Optional[int]) -> None:
+    spec, logits, dtype = _read_case(case)
+    requests = [dict(r) for r in spec["requests"]]
+    mode = logprobs_mode or spec.get("logprobs_mode", "raw_logprobs")
+    n = num_logprobs if num_logprobs is not None else spec.get("max_num_logprobs")
+    sampler = Sampler(logits.shape[1], max(1, logits.shape[0]), mode, threads=threads, seed=0)
+    kwargs = dict(predict_bonus_token=bool(spec.get("predict_bonus_token", False)),
+                  num_logprobs=n, dtype=dtype if dtype == "bfloat16" else None)
+    result: dict = {}
+    if repeat == 0:
+        o = sampler.sample(logits, requests, **kwargs)
+    else:
+        histograms = [Counter() for _ in requests]
+        for step in range(repeat):
+            for r in requests:
+                r["step"] = step
+            o = sampler.sample(logits, requests, **kwargs)
+            for row, token in enumerate(o.sampled_token_ids.tolist()):
+                histograms[row][str(token)] += 1
+        result["histograms"] = [dict(h) for h in histograms]
+    result["sampled"] = o.sampled_token_ids.tolist()
+    if o.logprobs is not None:
+        result["logprobs"] = {"token_ids": o.logprobs.token_ids.tolist(),
+                              "logprobs": _values(o.logprobs.logprobs),
+                              "ranks": o.logprobs.ranks.tolist()}
+    if o.token_logprobs is not None:
+        t = o.token_logprobs
+        result["token_logprobs"] = {"token_ids": t.token_ids.tolist(), "logprobs": _values(t.logprobs),
+                                    "valid": t.valid.tolist(), "ranks": t.ranks.tolist()}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "output.json").write_text(json.dumps(result))
+    if o.full_logprobs is not None:
+        np.save(out / "full_logprobs.npy", o.full_logprobs.astype("<f4"))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lastmile.run", description=__doc__.splitlines()[0])
+    parser.add_argument("case", type=Path, help="a case folder (case.json, logits.npy)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--logprobs-mode", choices=["raw_logprobs", "raw_logits",
+                                                    "processed_logprobs", "processed_logits"])
+    parser.add_argument("--num-logprobs", type=int)
+    parser.add_argument("--repeat", type=int, default=0, help="R steps with histograms")
+    parser.add_argument("--threads", type=int)
+    args = parser.parse_args(argv)
+    if args.repeat < 0:
+        parser.error("--repeat must be >= 0")
+    try:
+        run(args.case, args.out, args.logprobs_mode, args.num_logprobs, args.repeat, args.threads)
+    except (OSError, ValueError, TypeError, KeyError, InvalidArgument) as e:
+        print(f"lastmile.run: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""A drop-in for vLLM V1's ``Sampler`` with vLLM's shapes, over lastmile (needs torch, not vLLM).
+
+``Sampler(logprobs_mode).forward(logits, sampling_metadata, predict_bonus_token=False)`` reads any
+object carrying vLLM's ``SamplingMetadata`` fields (``../shared/spec/sampler.md`` §1.1) and returns
+``SamplerOutput(sampled_token_ids: int32 [B, 1], logprobs_tensors)``. As in vLLM, explicit-id
+logprobs (``logprob_token_ids``) replace the top-N logprobs for the whole batch, and
+``max_num_logprobs == -1`` returns the full ``[B, V]`` matrix with empty ids and ranks.
+
+Per-request ``generators`` key each seeded row: one 63-bit integer is drawn from the row's
+``torch.Generator`` per call, so a generator seeded alike replays the same tokens. The built-in
+logits processors are read from their state (``MinPLogitsProcessor.min_p`` /
+``min_p_cpu``, ``LogitBiasLogitsProcessor.biases``, ``MinTokensLogitsProcessor.min_toks``);
+any other processor raises ``NotImplementedError``.
+
+Examples
+--------
+>>> import torch
+>>> from types import SimpleNamespace
+>>> from lastmile.vllm import Sampler
+>>> md = SimpleNamespace(temperature=None, all_greedy=True, all_random=False, top_p=None,
+...                      top_k=None, generators={}, max_num_logprobs=None, no_penalties=True,
+...                      prompt_token_ids=None, frequency_penalties=None,
+...                      presence_penalties=None, repetition_penalties=None,
+...                      output_token_ids=[[]], allowed_token_ids_mask=None,
+...                      bad_words_token_ids={}, logitsprocs=None, spec_token_ids=None)
+>>> Sampler().forward(torch.tensor([[0.0, 2.0, 1.0]]), md).sampled_token_ids.tolist()
+[[1]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, NamedTuple, Optional
+
+import torch
+
+from . import Sampler as _CoreSampler
+
+_GREEDY_EPS = 1e-5  # vLLM's _SAMPLING_EPS
+
+
+class LogprobsTensors(NamedTuple):
+    """vLLM's ``LogprobsTensors``: int32 ids ``[B, C]``, float32 values ``[B, C]``, int64 ranks."""
+
+    logprob_token_ids: torch.Tensor
+    logprobs: torch.Tensor
+    selected_token_ranks: torch.Tensor
+
+
+@dataclass
+class SamplerOutput:
+    """vLLM's ``SamplerOutput``: ``sampled_token_ids`` int32 ``[B, 1]``."""
+
+    sampled_token_ids: torch.Tensor
+    logprobs_tensors: Optional[LogprobsTensors]
+
+
+def _list(values: Any) -> Optional[list]:
+    if values is None:
+        return None
+    if isinstance(values, torch.Tensor):
+        return values.reshape(-1).tolist()
+    return [v for v in values]
+
+
+def _processors(metadata: Any) -> list:
+    procs = getattr(metadata, "logitsprocs", None)
+    if procs is None:
+        return []
+    if isinstance(procs, (list, tuple)):
+        return list(procs)
+    found = []
+    for name in ("non_argmax_invariant", "argmax_invariant"):
+        found.extend(getattr(procs, name, None) or [])
+    return found
+
+
+def _apply_processor(proc: Any, requests: List[dict], outputs: List[list]) -> None:
+    if hasattr(proc, "min_toks"):  # MinTokensLogitsProcessor: tracked rows have stops banned
+        for row, (_, _, stop_ids) in proc.min_toks.items():
+            requests[row]["min_tokens"] = len(outputs[row]) + 1
+            requests[row]["stop_token_ids"] = sorted(int(t) for t in stop_ids)
+    elif hasattr(proc, "biases"):  # LogitBiasLogitsProcessor
+        for row, biases in proc.biases.items():
+            requests[row]["logit_bias"] = {int(t): float(b) for t, b in biases.items()}
+    elif hasattr(proc, "min_p") or hasattr(proc, "min_p_cpu"):  # MinPLogitsProcessor
+        if getattr(proc, "min_p_count", 1) == 0:
+            return
+        values = getattr(proc, "min_p_cpu", None)
+        values = _list(proc.min_p if values is None else values)
+        for row in range(len(requests)):
+            requests[row]["min_p"] = float(values[row])
+    else:
+        raise NotImplementedError(
+            f"lastmile.vllm: logits processor {type(proc).__name__} is not supported "
+            "(only the built-in min_p, logit_bias and min_tokens processors are)"
+        )
+
+
+def _requests(metadata: Any, num_rows: int, vocab_size: int) -> List[dict]:
+    outputs = [list(o) for o in (metadata.output_token_ids or [[] for _ in range(num_rows)])]
+    temperature = None if metadata.all_greedy else _list(metadata.temperature)
+    top_p, top_k = _list(metadata.top_p), _list(metadata.top_k)
+    penalties = not getattr(metadata, "no_penalties", True)
+    prompts = metadata.prompt_token_ids if penalties else None
+    mask = getattr(metadata, "allowed_token_ids_mask", None)
+    bad_words = getattr(metadata, "bad_words_token_ids", None) or {}
+    spec = getattr(metadata, "spec_token_ids", None)
+    explicit = getattr(metadata, "logprob_token_ids", None) or {}
+    generators = getattr(metadata, "generators", None) or {}
+    requests: List[dict] = []
+    for row in range(num_rows):
+        r: dict = {"output_token_ids": outputs[row]}
+        t = 0.0 if temperature is None else float(temperature[row])
+        r["temperature"] = t if t >= _GREEDY_EPS else 0.0  # greedy sentinels: 0.0 or -1.0
+        if top_p is not None:
+            r["top_p"] = float(top_p[row])
+        if top_k is not None:
+            k = int(top_k[row])
+            r["top_k"] = k if 0 < k < vocab_size else 0
+        if penalties:
+            r["presence_penalty"] = float(metadata.presence_penalties[row])
+            r["frequency_penalty"] = float(metadata.frequency_penalties[row])
+            r["repetition_penalty"] = float(metadata.repetition_penalties[row])
+            if prompts is not None:  # right-padded with vocab_size
+                ids = prompts[row]
+                r["prompt_token_ids"] = [int(i) for i in _list(ids) if int(i) != vocab_size]
+        if mask is not None and bool(mask[row].any()):  # True = forbidden
+            r["allowed_token_ids"] = torch.nonzero(~mask[row]).reshape(-1).tolist()
+        if row in bad_words:
+            r["bad_words_token_ids"] = [list(w) for w in bad_words[row]]
+        if spec is not None:
+            r["spec_token_ids"] = list(spec[row])
+        if row in explicit:
+            r["logprob_token_ids"] = list(explicit[row])
+        if row in generators:  # one key per call, drawn from the row's own generator
+            g = generators[row]
+            r["seed"] = int(torch.randint(0, 2**63 - 1, (1,), generator=g, device=g.device))
+            r["step"] = 0
+        requests.append(r)
+    for proc in _processors(metadata):
+        _apply_processor(proc, requests, outputs)
+    return requests
+
+
+class Sampler:
+    """vLLM V1's ``Sampler`` with the same ``forward``; logits stay on the CPU.
+
+    Parameters
+    ----------
+    logprobs_mode : str, default "raw_logprobs"
+        As vLLM's ``logprobs_mode``.
+    threads, seed : int or None
+        As :class:`lastmile.Sampler`.
+    """
+
+    def __init__(
+        self,
+        logprobs_mode: str = "raw_logprobs",
+        threads: Optional[int] = None,
+        seed: Optional[int] = None,
+    ) -> None:
+        self.logprobs_mode = logprobs_mode
+        self._threads = threads
+        self._seed = seed
+        self._core: Optional[_CoreSampler] = None
+
+    def _sampler(self, num_rows: int, vocab_size: int) -> _CoreSampler:
+        core = self._core
+        if core is None or core.vocab_size != vocab_size or core.max_batch < num_rows:
+            core = _CoreSampler(
+                vocab_size,
+                max(num_rows, 1 if core is None else core.max_batch),
+                self.logprobs_mode,
+                self._threads,
+                self._seed,
+            )
+            self._core = core
+        return core
+
+    def forward(
+        self,
+        logits: torch.Tensor,
+        sampling_metadata: Any,
+        predict_bonus_token: bool = False,
+        logprobs_mode_override: Optional[str] = None,
+    ) -> SamplerOutput:
+        """Samples ``logits`` ``[B, V]`` (CPU; float32, float16 or bfloat16) as vLLM does."""
+        if not isinstance(logits, torch.Tensor):
+            raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+        if logits.device.type != "cpu":
+            raise ValueError(f"logits must be on the CPU, got device {logits.device}")
+        num_rows, vocab_size = logits.shape if logits.dim() == 2 else (0, 0)
+        if logits.dim() != 2:
+            raise ValueError(f"logits: expected 2 dimensions [num_rows, vocab_size], got {logits.dim()}")
+        md = sampling_metadata
+        requests = _requests(md, num_rows, vocab_size)
+        out = self._sampler(num_rows, vocab_size).sample(
+            logits.detach(),
+            requests,
+            predict_bonus_token=predict_bonus_token,
+            logprobs_mode=logprobs_mode_override,
+            num_logprobs=md.max_num_logprobs,
+        )
+        sampled = torch.from_numpy(out.sampled_token_ids).reshape(-1, 1)
+        return SamplerOutput(sampled, self._logprobs(out, md.max_num_logprobs))
+
+    __call__ = forward
+
+    @staticmethod
+    def _logprobs(out: Any, max_num_logprobs: Optional[int]) -> Optional[LogprobsTensors]:
+        if out.token_logprobs is not None:  # explicit ids replace top-N for the whole batch
+            t = out.token_logprobs
+            return LogprobsTensors(
+                torch.from_numpy(t.token_ids), torch.from_numpy(t.logprobs),
+                torch.from_numpy(t.ranks))
+        if max_num_logprobs is None:
+            return None
+        if max_num_logprobs == -1:
+            return LogprobsTensors(
+                torch.empty(0, dtype=torch.int32), torch.from_numpy(out.full_logprobs),
+                torch.empty(0, dtype=torch.int64))
+        top = out.logprobs
+        return LogprobsTensors(
+            torch.from_numpy(top.token_ids), torch.from_numpy(top.logprobs),
+            torch.from_numpy(top.ranks))

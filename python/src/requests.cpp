@@ -1,0 +1,219 @@
+// lastmile Python — requests to C++ (see requests.hpp). Field names and neutral values are those
+// of lastmile::RequestParams and ../shared/golden/README.md.
+#include "requests.hpp"
+
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+namespace nb = nanobind;
+
+namespace lastmile::python {
+namespace {
+
+constexpr std::string_view kFields[] = {"temperature",
+                                        "top_k",
+                                        "top_p",
+                                        "min_p",
+                                        "presence_penalty",
+                                        "frequency_penalty",
+                                        "repetition_penalty",
+                                        "logit_bias",
+                                        "allowed_token_ids",
+                                        "bad_words_token_ids",
+                                        "min_tokens",
+                                        "stop_token_ids",
+                                        "seed",
+                                        "logprobs",
+                                        "logprob_token_ids",
+                                        "prompt_token_ids",
+                                        "output_token_ids",
+                                        "spec_token_ids",
+                                        "step"};
+
+[[noreturn]] void type_error(const std::string& who, const char* field, const char* expected,
+                             nb::handle got) {
+  const std::string type = nb::cast<std::string>(nb::str(nb::handle(got.type()).attr("__name__")));
+  throw nb::type_error((who + ": " + field + " must be " + expected + ", got " + type).c_str());
+}
+
+// The field, or None when absent.
+class Fields {
+ public:
+  Fields(nb::handle request, const std::string& who) : request_(request), who_(who) {
+    is_dict_ = nb::isinstance<nb::dict>(request);
+    if (!is_dict_) return;
+    for (auto [key, value] : nb::borrow<nb::dict>(request)) {
+      if (!nb::isinstance<nb::str>(key)) type_error(who, "a field name", "a str", key);
+      const auto name = nb::cast<std::string>(key);
+      if (std::find(std::begin(kFields), std::end(kFields), name) == std::end(kFields))
+        throw nb::value_error((who + ": unknown field '" + name + "'").c_str());
+    }
+  }
+  nb::object get(const char* name) const {
+    if (is_dict_) {
+      nb::dict d = nb::borrow<nb::dict>(request_);
+      return d.contains(name) ? nb::borrow(d[name]) : nb::none();
+    }
+    return nb::getattr(request_, name, nb::none());
+  }
+
+ private:
+  nb::handle request_;
+  const std::string& who_;
+  bool is_dict_ = false;
+};
+
+int64_t as_integer(nb::handle value, const std::string& who, const char* field) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
+    type_error(who, field, "an int", value);
+  int overflow = 0;
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) throw nb::value_error((who + ": " + field + " does not fit 64 bits").c_str());
+  return v;
+}
+
+int32_t as_int32(nb::handle value, const std::string& who, const char* field) {
+  const int64_t v = as_integer(value, who, field);
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    throw nb::value_error(
+        (who + ": " + field + " must fit int32, got " + std::to_string(v)).c_str());
+  return static_cast<int32_t>(v);
+}
+
+// vLLM: -1 means no seed. Other negative seeds are their 64-bit two's complement; seeds up to
+// 2^64 - 1 are accepted (as the case reader does).
+std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
+    type_error(who, "seed", "an int", value);
+  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
+  if (!index.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow == 0) return v == -1 ? std::nullopt : std::optional<uint64_t>(v);
+  const unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(index.ptr()) : 0;
+  if (overflow < 0 || (u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+    PyErr_Clear();
+    throw nb::value_error((who + ": seed must fit 64 bits").c_str());
+  }
+  return u;
+}
+
+float as_float(nb::handle value, const std::string& who, const char* field) {
+  if (PyBool_Check(value.ptr()) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
+                                     PyObject_HasAttrString(value.ptr(), "__float__")))
+    type_error(who, field, "a number", value);
+  const double v = PyFloat_AsDouble(value.ptr());
+  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
+  return static_cast<float>(v);
+}
+
+void set_float(const Fields& f, const char* name, float& out, const std::string& who) {
+  nb::object v = f.get(name);
+  if (!v.is_none()) out = as_float(v, who, name);
+}
+
+void set_int32(const Fields& f, const char* name, int32_t& out, const std::string& who) {
+  nb::object v = f.get(name);
+  if (!v.is_none()) out = as_int32(v, who, name);
+}
+
+std::vector<TokenId> optional_ids(const Fields& f, const char* name, const std::string& who) {
+  nb::object v = f.get(name);
+  return v.is_none() ? std::vector<TokenId>{} : read_token_ids(v, who, name);
+}
+
+}  // namespace
+
+std::vector<TokenId> read_token_ids(nb::handle ids, const std::string& who, const char* field) {
+  if (nb::isinstance<nb::str>(ids) || !PyObject_HasAttrString(ids.ptr(), "__iter__"))
+    type_error(who, field, "a sequence of ints", ids);
+  std::vector<TokenId> out;
+  if (PySequence_Check(ids.ptr())) out.reserve(static_cast<size_t>(nb::len(ids)));
+  size_t i = 0;
+  for (nb::handle item : nb::iter(ids)) {
+    const std::string at = std::string(field) + "[" + std::to_string(i++) + "]";
+    const int64_t v = as_integer(item, who, at.c_str());
+    if (v < 0 || v > std::numeric_limits<int32_t>::max())
+      throw nb::value_error(
+          (who + ": " + at + " must be a token id >= 0, got " + std::to_string(v)).c_str());
+    out.push_back(static_cast<TokenId>(v));
+  }
+  return out;
+}
+
+void read_request(nb::handle request, const std::string& who, BatchRequest& out,
+                  std::vector<TokenId>& prompt, std::vector<TokenId>& output,
+                  std::vector<TokenId>& spec) {
+  const Fields f(request, who);
+  RequestParams& p = out.params;
+  set_float(f, "temperature", p.temperature, who);
+  set_int32(f, "top_k", p.top_k, who);
+  set_float(f, "top_p", p.top_p, who);
+  set_float(f, "min_p", p.min_p, who);
+  set_float(f, "presence_penalty", p.presence_penalty, who);
+  set_float(f, "frequency_penalty", p.frequency_penalty, who);
+  set_float(f, "repetition_penalty", p.repetition_penalty, who);
+  set_int32(f, "min_tokens", p.min_tokens, who);
+  if (nb::object bias = f.get("logit_bias"); !bias.is_none()) {
+    if (!nb::isinstance<nb::dict>(bias))
+      type_error(who, "logit_bias", "a dict {token_id: bias}", bias);
+    for (auto [key, value] : nb::borrow<nb::dict>(bias)) {
+      // Keys may be ints or decimal strings (JSON objects, as in the golden cases).
+      nb::object id = nb::isinstance<nb::str>(key) ? nb::int_(key) : nb::borrow(key);
+      const int64_t token = as_integer(id, who, "logit_bias key");
+      if (token < 0 || token > std::numeric_limits<int32_t>::max())
+        throw nb::value_error(
+            (who + ": logit_bias key must be a token id >= 0, got " + std::to_string(token))
+                .c_str());
+      p.logit_bias.emplace_back(static_cast<TokenId>(token),
+                                as_float(value, who, "logit_bias value"));
+    }
+  }
+  if (nb::object allowed = f.get("allowed_token_ids"); !allowed.is_none())
+    p.allowed_token_ids = read_token_ids(allowed, who, "allowed_token_ids");
+  if (nb::object words = f.get("bad_words_token_ids"); !words.is_none()) {
+    if (nb::isinstance<nb::str>(words)) type_error(who, "bad_words_token_ids", "a list", words);
+    for (nb::handle word : nb::iter(words))
+      p.bad_words_token_ids.push_back(read_token_ids(word, who, "bad_words_token_ids"));
+  }
+  p.stop_token_ids = optional_ids(f, "stop_token_ids", who);
+  if (nb::object seed = f.get("seed"); !seed.is_none()) p.seed = as_seed(seed, who);
+  if (nb::object n = f.get("logprobs"); !n.is_none()) p.logprobs = as_int32(n, who, "logprobs");
+  if (nb::object ids = f.get("logprob_token_ids"); !ids.is_none())
+    p.logprob_token_ids = read_token_ids(ids, who, "logprob_token_ids");
+  prompt = optional_ids(f, "prompt_token_ids", who);
+  output = optional_ids(f, "output_token_ids", who);
+  spec = optional_ids(f, "spec_token_ids", who);
+  out.prompt_token_ids = prompt;
+  out.output_token_ids = output;
+  out.spec_token_ids = spec;
+  if (nb::object step = f.get("step"); !step.is_none()) {
+    const int64_t v = as_integer(step, who, "step");
+    if (v < 0)
+      throw nb::value_error((who + ": step must be >= 0, got " + std::to_string(v)).c_str());
+    out.step = static_cast<uint64_t>(v);
+  }
+}
+
+void read_requests(nb::handle requests, Batch& batch, Histories& histories) {
+  if (nb::isinstance<nb::str>(requests) || nb::isinstance<nb::dict>(requests) ||
+      !PySequence_Check(requests.ptr()))
+    type_error("sample", "requests", "a list of SamplingParams or dicts", requests);
+  const size_t n = nb::len(requests);
+  batch.requests.assign(n, {});
+  histories.prompt.assign(n, {});
+  histories.output.assign(n, {});
+  histories.spec.assign(n, {});
+  for (size_t i = 0; i < n; ++i)
+    read_request(nb::borrow(requests)[i], "request " + std::to_string(i), batch.requests[i],
+                 histories.prompt[i], histories.output[i], histories.spec[i]);
+}
+
+}  // namespace lastmile::python

@@ -1,0 +1,35 @@
+"""The package ships what it promises: stubs that match the module, docstrings, py.typed, and
+docstring examples that run."""
+
+import doctest
+import importlib.resources
+import inspect
+
+import lastmile
+import lastmile.vllm
+from lastmile import _lastmile
+
+
+def test_stub_names_match_the_module():
+    stub = importlib.resources.files("lastmile").joinpath("_lastmile.pyi").read_text()
+    stubbed = {line.split()[1].split("(")[0].rstrip(":") for line in stub.splitlines()
+               if line.startswith(("class ", "def "))}
+    bound = {n for n in dir(_lastmile) if not n.startswith("_")}
+    assert stubbed == bound
+
+
+def test_py_typed_ships():
+    assert importlib.resources.files("lastmile").joinpath("py.typed").is_file()
+
+
+def test_public_api_is_documented():
+    for name in lastmile.__all__:
+        assert inspect.getdoc(getattr(lastmile, name)), name
+    for method in ("sample",):
+        assert "Parameters" in inspect.getdoc(getattr(lastmile.Sampler, method))
+
+
+def test_docstring_examples_run():
+    for module in (lastmile, lastmile.vllm):
+        failed, tried = doctest.testmod(module)
+        assert tried > 0 and failed == 0, module.__name__

@@ -1,0 +1,52 @@
+"""lastmile.RequestBatch from Python: state kept across steps, equal to the stateless sampler."""
+
+import numpy as np
+import pytest
+
+import lastmile
+
+LOGITS = np.array([[0.0, 3.0, 0.0]], np.float32)
+
+
+def test_frequency_penalty_accumulates_across_steps():
+    batch = lastmile.RequestBatch(3, 1, threads=1, seed=0)
+    batch.add("a", lastmile.SamplingParams(temperature=0.0, frequency_penalty=2.0))
+    tokens = [int(batch.step(LOGITS).sampled_token_ids[0]) for _ in range(3)]
+    assert tokens == [1, 1, 0]  # 3, then 3 - 2 = 1 > 0, then 3 - 4 < 0
+    assert batch.output_token_ids("a") == [1, 1, 0]
+
+
+def test_equals_the_stateless_sampler_on_the_same_history():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(2, 50)).astype(np.float32)
+    params = {"top_k": 10, "repetition_penalty": 1.3, "presence_penalty": 0.5, "seed": 3}
+    batch = lastmile.RequestBatch(50, 2, threads=1, seed=0)
+    batch.add("x", params, prompt_token_ids=[1, 2, 3])
+    batch.add("y", dict(params, seed=4), prompt_token_ids=[4])
+    stateless = lastmile.Sampler(50, 2, threads=1, seed=0)
+    for _ in range(5):
+        history = {i: batch.output_token_ids(i) for i in ("x", "y")}
+        expected = stateless.sample(logits, [
+            dict(params, prompt_token_ids=[1, 2, 3], output_token_ids=history["x"]),
+            dict(params, seed=4, prompt_token_ids=[4], output_token_ids=history["y"])])
+        got = batch.step(logits)
+        np.testing.assert_array_equal(got.sampled_token_ids, expected.sampled_token_ids)
+
+
+def test_add_remove_reorder_and_errors():
+    batch = lastmile.RequestBatch(3, 2, threads=1, seed=0)
+    batch.add("a", {"temperature": 0.0})
+    batch.add("b", {"temperature": 0.0})
+    batch.reorder(["b", "a"])
+    assert batch.request_ids() == ["b", "a"] and len(batch) == 2
+    batch.remove("b")
+    assert batch.request_ids() == ["a"]
+    with pytest.raises(lastmile.InvalidArgument, match="request 'a': request_id is already in the batch"):
+        batch.add("a", {})
+    with pytest.raises(lastmile.InvalidArgument, match="request 'z': no such request_id in the batch"):
+        batch.remove("z")
+    with pytest.raises(ValueError, match="output_token_ids, spec_token_ids and step are kept by the batch"):
+        batch.add("c", {"output_token_ids": [1]})
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=r"batch: requests must hold one entry per logits row \(2\), got 1"):
+        batch.step(np.zeros((2, 3), np.float32))  # one request, two rows

@@ -1,0 +1,208 @@
+"""lastmile.Sampler from Python: numpy and torch inputs of every dtype, zero-copy, results against
+hand-computed values, error mapping, and two threads sampling at once."""
+
+import math
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import lastmile
+
+VOCAB = 6
+# Row 0 peaks at token 4, row 1 at token 1.
+LOGITS = np.array([[0.0, 1.0, 0.5, -1.0, 3.0, 2.0], [1.0, 4.0, 0.0, 0.0, 2.0, -2.0]], np.float32)
+GREEDY = [{"temperature": 0.0}, {"temperature": 0.0}]
+
+
+def log_softmax(row):
+    row = np.asarray(row, np.float64)
+    m = row.max()
+    return row - m - math.log(np.exp(row - m).sum())
+
+
+def sampler(**kwargs):
+    return lastmile.Sampler(VOCAB, 2, threads=1, seed=0, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_inputs_of_each_dtype(dtype):
+    logits = torch.from_numpy(LOGITS).to(getattr(torch, dtype))
+    out = sampler().sample(logits, GREEDY, num_logprobs=1)
+    assert out.sampled_token_ids.tolist() == [4, 1]
+    assert out.sampled_token_ids.dtype == np.int32
+    # The logits are exact in every dtype here, so raw logprobs are the float32 ones.
+    np.testing.assert_allclose(out.logprobs.logprobs[0, 0], log_softmax(LOGITS[0])[4], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_numpy_inputs(dtype):
+    out = sampler().sample(LOGITS.astype(dtype), GREEDY)
+    assert out.sampled_token_ids.tolist() == [4, 1]
+
+
+def test_numpy_bfloat16_bit_patterns():
+    bits = (LOGITS.view(np.uint32) >> 16).astype(np.uint16)  # exact: these values fit bf16
+    out = sampler().sample(bits, GREEDY, dtype="bfloat16")
+    assert out.sampled_token_ids.tolist() == [4, 1]
+    with pytest.raises(ValueError, match="dtype must be float32, float16 or bfloat16"):
+        sampler().sample(bits, GREEDY)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.from_numpy(LOGITS).to(torch.bfloat16),
+    lambda: torch.from_numpy(LOGITS.copy()),
+    lambda: np.ascontiguousarray(LOGITS),
+])
+def test_logits_are_read_in_place(make):
+    logits = make()
+    address = logits.data_ptr() if isinstance(logits, torch.Tensor) else logits.ctypes.data
+    assert lastmile._lastmile.logits_address(logits) == address
+
+
+def test_strided_rows_are_read_in_place_and_padding_ignored():
+    padded = np.full((2, VOCAB + 3), np.nan, np.float32)
+    padded[:, :VOCAB] = LOGITS
+    view = padded[:, :VOCAB]
+    assert lastmile._lastmile.logits_address(view) == padded.ctypes.data
+    assert sampler().sample(view, GREEDY).sampled_token_ids.tolist() == [4, 1]
+
+
+def test_params_objects_and_dicts_mix():
+    params = lastmile.SamplingParams(temperature=0.0, logit_bias={2: 10.0})
+    out = sampler().sample(LOGITS, [params, {"temperature": 0.0, "logit_bias": {"0": 10.0}}])
+    assert out.sampled_token_ids.tolist() == [2, 0]
+
+
+def test_top_n_explicit_ids_and_full_matrix():
+    requests = [{"temperature": 0.0, "logprob_token_ids": [3, 0]}, {"temperature": 0.0}]
+    out = sampler().sample(LOGITS, requests, num_logprobs=2)
+    assert out.logprobs.token_ids.tolist() == [[4, 4, 5], [1, 1, 4]]
+    assert out.logprobs.ranks.tolist() == [1, 1]
+    t = out.token_logprobs
+    assert t.token_ids.tolist() == [[4, 3, 0], [1, 0, 0]]
+    assert t.valid.tolist() == [[True, True, True], [True, False, False]]
+    assert t.logprobs[1, 1] == -np.inf
+    np.testing.assert_allclose(t.logprobs[0, 1], log_softmax(LOGITS[0])[3], rtol=1e-6)
+    full = sampler().sample(LOGITS, GREEDY, num_logprobs=-1, logprobs_mode="raw_logits")
+    np.testing.assert_array_equal(full.full_logprobs, LOGITS)
+    assert full.logprobs is None
+
+
+def test_seeded_request_repeats_and_differs_across_steps():
+    s = sampler()
+    logits = np.zeros((1, VOCAB), np.float32)
+    draws = [int(s.sample(logits, [{"seed": 7, "step": i}]).sampled_token_ids[0]) for i in range(40)]
+    again = [int(s.sample(logits, [{"seed": 7, "step": i}]).sampled_token_ids[0]) for i in range(40)]
+    assert draws == again
+    assert len(set(draws)) > 1
+
+
+def test_uniform_draws_fit_a_uniform_distribution():
+    # 6000 seeded draws over 6 equal tokens: Pearson chi-square, 5 dof; reject at p < 1e-6
+    # (critical value 35.9).
+    s = lastmile.Sampler(VOCAB, 64, threads=1, seed=0)
+    logits = np.zeros((60, VOCAB), np.float32)
+    counts = np.zeros(VOCAB)
+    for step in range(100):
+        tokens = s.sample(logits, [{"seed": r, "step": step} for r in range(60)]).sampled_token_ids
+        counts += np.bincount(tokens, minlength=VOCAB)
+    expected = counts.sum() / VOCAB
+    assert ((counts - expected) ** 2 / expected).sum() < 35.9
+
+
+@pytest.mark.parametrize("request_fields, message", [
+    ({"top_p": 1.5}, "request 1: top_p must be in (0, 1], got 1.5"),
+    ({"temperature": -1.0}, "request 1: temperature must be finite and >= 0, got -1"),
+    ({"allowed_token_ids": [9]}, "request 1: allowed_token_ids[0] must be in [0, 6), got 9"),
+])
+def test_invalid_requests_raise_invalid_argument(request_fields, message):
+    with pytest.raises(lastmile.InvalidArgument) as e:
+        sampler().sample(LOGITS, [{}, request_fields])
+    assert str(e.value) == message
+    assert isinstance(e.value, ValueError)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda s: s.sample(LOGITS[0], [{}]), ValueError,
+     "logits: expected 2 dimensions [num_rows, vocab_size], got 1"),
+    (lambda s: s.sample(LOGITS.astype(np.float64), GREEDY), ValueError,
+     "logits: dtype must be float32, float16 or bfloat16 (or 16-bit integers with "
+     "dtype='bfloat16'), got float64"),
+    (lambda s: s.sample(LOGITS[:, ::2], GREEDY), ValueError,
+     "logits: the vocabulary axis must be contiguous (stride 1), got stride 2"),
+    (lambda s: s.sample(LOGITS, [{"temprature": 0.0}, {}]), ValueError,
+     "request 0: unknown field 'temprature'"),
+    (lambda s: s.sample(LOGITS, [{"top_k": "5"}, {}]), TypeError,
+     "request 0: top_k must be an int, got str"),
+    (lambda s: s.sample(LOGITS, [{"prompt_token_ids": [1, -2]}, {}]), ValueError,
+     "request 0: prompt_token_ids[1] must be a token id >= 0, got -2"),
+    (lambda s: s.sample(LOGITS, {"temperature": 0.0}), TypeError,
+     "sample: requests must be a list of SamplingParams or dicts, got dict"),
+    (lambda s: s.sample(LOGITS, [{}]), lastmile.InvalidArgument,
+     "batch: requests must hold one entry per logits row (2), got 1"),
+    (lambda s: s.sample(np.full((2, VOCAB), np.nan, np.float32), GREEDY), lastmile.InvalidLogits,
+     "row 0: logits contain NaN at token_id 0"),
+    (lambda s: s.sample(LOGITS, GREEDY, logprobs_mode="raw"), ValueError,
+     "logprobs_mode must be one of raw_logprobs, raw_logits, processed_logprobs, "
+     "processed_logits, got 'raw'"),
+])
+def test_bad_inputs_raise_clear_errors(call, error, message):
+    with pytest.raises(error) as e:
+        call(sampler())
+    assert str(e.value) == message
+
+
+def test_wrong_object_is_a_type_error():
+    with pytest.raises(TypeError):
+        sampler().sample("not an array", GREEDY)
+
+
+def test_bad_config():
+    with pytest.raises(lastmile.InvalidArgument, match="config: vocab_size must be >= 1, got 0"):
+        lastmile.Sampler(0, 1)
+
+
+def test_two_threads_sample_at_once_on_their_own_samplers():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(8, 4096)).astype(np.float32)
+    requests = [{"top_p": 0.9, "seed": i} for i in range(8)]
+    expected = lastmile.Sampler(4096, 8, threads=1, seed=0).sample(logits, requests)
+    results, errors = {}, []
+
+    def work(name):
+        try:
+            s = lastmile.Sampler(4096, 8, threads=1, seed=0)
+            results[name] = [s.sample(logits, requests).sampled_token_ids for _ in range(50)]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for runs in results.values():
+        for tokens in runs:
+            np.testing.assert_array_equal(tokens, expected.sampled_token_ids)
+
+
+def test_threads_sharing_one_sampler_take_turns():
+    s = lastmile.Sampler(VOCAB, 2, threads=1, seed=0)
+    outs, errors = [], []
+
+    def work():
+        try:
+            for _ in range(200):
+                outs.append(s.sample(LOGITS, GREEDY).sampled_token_ids.tolist())
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and all(o == [4, 1] for o in outs)
