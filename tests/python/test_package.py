@@ -33,3 +33,18 @@ def test_docstring_examples_run():
     for module in (lastmile, lastmile.vllm):
         failed, tried = doctest.testmod(module)
         assert tried > 0 and failed == 0, module.__name__
+
+
+def test_readme_python_example_is_current_and_prints_what_it_says():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    source = (root / "examples" / "python_example.py").read_text().strip()
+    readme = (root / "README.md").read_text()
+    assert f"```python\n{source}\n```" in readme
+    printed = readme.split(f"```python\n{source}\n```", 1)[1].split("```\n", 2)[1]
+    done = subprocess.run([sys.executable, str(root / "examples" / "python_example.py")],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == printed
