@@ -22,6 +22,11 @@ struct TokenCount {
 };
 
 // Scratch for selection and sorting: room for one row each of ids, floats and 64-bit keys.
+// Entries past n that ids and values must also hold: SIMD kernels store whole vectors there.
+inline constexpr size_t kSortSlack = 64;
+// apply_top_k_top_p listed no survivors (see there).
+inline constexpr size_t kNotListed = SIZE_MAX;
+
 struct SortScratch {
   std::span<int32_t> ids;
   std::span<float> values;
@@ -40,6 +45,9 @@ class Backend {
 
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
+  // row_argmax of a caller's unchecked float32 row, in one read: *first_bad gets the first
+  // NaN / +inf index, or -1.
+  virtual TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad) const = 0;
   virtual float row_max(const float* x, int64_t n) const = 0;
 
   // x := log_softmax(x) in float32 as torch computes it: (x - max) - log(sum(exp(x - max))).
@@ -59,12 +67,17 @@ class Backend {
   // Spec §9.2-9.4: keep the top_k largest values (every tie at the k-th value kept; top_k >= n
   // disables), then, if apply_top_p, mask where the ascending float32 cumulative softmax is
   // <= 1 - top_p, never the largest. Ties are ordered by ascending token id ranking as larger.
-  virtual void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
-                                 SortScratch scratch) const = 0;
+  // Returns m when scratch.ids[0, m) lists, in id order, every token that may still be finite
+  // (a superset of the kept ones: top-p may have masked some since), else kNotListed.
+  virtual size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p,
+                                   float top_p, SortScratch scratch) const = 0;
 
   // A draw from softmax(x) by inverse CDF over a uniform u in (0, 1) (DESIGN "Randomness").
-  // An all -inf row returns 0, as vLLM's NaN probabilities do.
-  virtual TokenId draw(const float* x, int64_t n, double u, SortScratch scratch) const = 0;
+  // An all -inf row returns 0, as vLLM's NaN probabilities do. `listed`: what
+  // apply_top_k_top_p returned, when nothing edited x or scratch.ids since (the draw then walks
+  // the list instead of the row); kNotListed otherwise. Same token either way.
+  virtual TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
+                       size_t listed = kNotListed) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

@@ -33,6 +33,8 @@ void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_
 
 // The pipeline for one row (spec §2.1), steps 1-9. Rows are independent: any thread, any order.
 void run_pipeline(RowStep& row) {
+  if (take_greedy_token_from_input(row))  // 2-7a in one read: unedited greedy, no logprobs
+    return store_sampled_token(row);
   capture_raw_logprobs(row);             // 1  raw modes, before any edit
   if (!convert_to_float32(row)) return;  // 2  NaN / +inf: reported after the batch
   apply_allowed_token_ids(row);          // 3

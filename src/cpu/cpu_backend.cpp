@@ -15,6 +15,7 @@ namespace lastmile::detail {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+static_assert(cpu::kCompressSlack <= kSortSlack, "SortScratch must fit whole-vector stores");
 
 // Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input.
 uint32_t orderable(float v) {
@@ -25,26 +26,34 @@ float from_orderable(uint32_t key) {
   return std::bit_cast<float>(key & 0x80000000u ? key & 0x7fffffffu : ~key);
 }
 
-// The k-th largest value of x (duplicates counted), 1 <= k <= n, without sorting the row:
-// a sorted sample of 1024 entries gives a threshold expected to keep about 2k entries; the
-// entries above it are compressed and the k-th found among them (the threshold drops until
-// at least k entries pass; -inf keeps all).
-float kth_largest(const float* x, int64_t n, int64_t k, SortScratch scratch) {
-  constexpr int64_t kSamples = 1024;
+// The k-th largest value of x (duplicates counted), 1 <= k <= n, without sorting the row; the
+// candidates (every entry >= it, and more) are left in scratch.ids / values[0, *candidates) in
+// id order:
+// the j-th largest of 256 evenly spaced samples gives a threshold expected to keep about 2k
+// entries (plus a margin); the entries above it are compressed and the k-th found among them
+// (the threshold drops until at least k entries pass; -inf keeps all). Selection, not sorting,
+// on the samples too: a sort of them cost more than the compress pass.
+float kth_largest(const float* x, int64_t n, int64_t k, SortScratch scratch, size_t* candidates) {
+  constexpr int64_t kSamples = 256;
   float samples[kSamples];
   const int64_t m = std::min(n, kSamples);
   const int64_t stride = n / m;
   for (int64_t i = 0; i < m; ++i) samples[i] = x[i * stride];
-  std::sort(samples, samples + m, std::greater<float>());
   int64_t j = std::min<int64_t>(m - 1, 2 * k * m / n + 4);
   for (;;) {
-    const float threshold = j >= m - 1 ? kNegInf : samples[j];
+    float threshold = kNegInf;
+    if (j < m - 1) {
+      std::nth_element(samples, samples + j, samples + m, std::greater<float>());
+      threshold = samples[j];
+    }
     const size_t count = cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
                                                 scratch.ids.data(), scratch.values.data());
     if (static_cast<int64_t>(count) >= k) {
-      float* v = scratch.values.data();
-      std::nth_element(v, v + k - 1, v + count, std::greater<float>());
-      return v[k - 1];
+      uint64_t* keys = scratch.keys.data();  // select on a copy: values stay with their ids
+      for (size_t i = 0; i < count; ++i) keys[i] = orderable(scratch.values[i]);
+      std::nth_element(keys, keys + k - 1, keys + count, std::greater<uint64_t>());
+      *candidates = count;
+      return from_orderable(static_cast<uint32_t>(keys[k - 1]));
     }
     j = j * 4 + 16;
   }
@@ -70,6 +79,10 @@ class CpuBackend final : public Backend {
 
   TokenId row_argmax(const float* x, int64_t n) const override {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
+  }
+
+  TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad) const override {
+    return static_cast<TokenId>(cpu::argmax_checked(x, static_cast<size_t>(n), first_bad));
   }
 
   float row_max(const float* x, int64_t n) const override {
@@ -98,21 +111,34 @@ class CpuBackend final : public Backend {
     cpu::mask_probability_below(x, static_cast<size_t>(n), max, inv_sum, min_p * inv_sum);
   }
 
-  void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
-                         SortScratch scratch) const override {
-    if (top_k >= n) return top_p_without_sort(x, n, top_p, scratch);
-    const float kth = kth_largest(x, n, top_k, scratch);
-    const size_t kept = cpu::compress_at_least(x, static_cast<size_t>(n), kth, false,
-                                               scratch.ids.data(), scratch.values.data());
+  size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
+                           SortScratch scratch) const override {
+    if (top_k >= n) {
+      top_p_without_sort(x, n, top_p, scratch);
+      return kNotListed;
+    }
+    size_t candidates = 0;
+    const float kth = kth_largest(x, n, top_k, scratch, &candidates);
+    size_t kept = 0;  // the candidates >= kth, still in id order
+    for (size_t i = 0; i < candidates; ++i)
+      if (scratch.values[i] >= kth) {
+        scratch.ids[kept] = scratch.ids[i];
+        scratch.values[kept++] = scratch.values[i];
+      }
     cpu::mask_below(x, static_cast<size_t>(n), kth);  // ties at the k-th value kept, spec §9.2
     if (apply_top_p) top_p_on_survivors(x, kept, top_p, scratch);
+    return kept;
   }
 
-  TokenId draw(const float* x, int64_t n, double u, SortScratch scratch) const override {
+  TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
+               size_t listed) const override {
+    if (listed != kNotListed) return draw_listed(x, u, scratch, listed);
+    // Dense rows (over 1/8 alive) stop the compress early and draw by blocks.
+    const size_t dense = static_cast<size_t>(n) / 8;
     const size_t alive = cpu::compress_at_least(x, static_cast<size_t>(n), kNegInf, true,
-                                                scratch.ids.data(), scratch.values.data());
+                                                scratch.ids.data(), scratch.values.data(), dense);
     if (alive == 0) return 0;
-    if (alive * 8 > static_cast<size_t>(n)) return draw_dense(x, n, u, scratch);
+    if (alive > dense) return draw_dense(x, n, u, scratch);
     // The oracle's walk restricted to the finite entries: the same terms in the same (id) order,
     // so the same token.
     const float* v = scratch.values.data();
@@ -145,14 +171,16 @@ class CpuBackend final : public Backend {
   void top_n(const float* x, int64_t n, int64_t k, TokenId* ids, float* values,
              SortScratch scratch) const override {
     if (k <= 0) return;
-    const float kth = kth_largest(x, n, k, scratch);
-    const size_t count = cpu::compress_at_least(x, static_cast<size_t>(n), kth, false,
-                                                scratch.ids.data(), scratch.values.data());
-    // Descending value, ascending id: the oracle's order, as one unsigned key.
+    size_t candidates = 0;
+    const float kth = kth_largest(x, n, k, scratch, &candidates);
+    // Descending value, ascending id: the oracle's order, as one unsigned key; the candidates
+    // below the k-th value sort after it.
     uint64_t* keys = scratch.keys.data();
-    for (size_t i = 0; i < count; ++i)
-      keys[i] =
-          (uint64_t{~orderable(scratch.values[i])} << 32) | static_cast<uint32_t>(scratch.ids[i]);
+    size_t count = 0;
+    for (size_t i = 0; i < candidates; ++i)
+      if (scratch.values[i] >= kth)
+        keys[count++] =
+            (uint64_t{~orderable(scratch.values[i])} << 32) | static_cast<uint32_t>(scratch.ids[i]);
     std::partial_sort(keys, keys + k, keys + count);
     for (int64_t i = 0; i < k; ++i) {
       ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
@@ -161,6 +189,27 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The survivors walk over apply_top_k_top_p's list: x at the listed ids (top-p's masks read
+  // as -inf, adding exact zeros) in id order, the same terms as the full walk, the same token.
+  static TokenId draw_listed(const float* x, double u, SortScratch scratch, size_t listed) {
+    float max = kNegInf;
+    for (size_t i = 0; i < listed; ++i) max = std::max(max, x[scratch.ids[i]]);
+    if (max == kNegInf) return 0;
+    double total = 0;
+    for (size_t i = 0; i < listed; ++i) total += std::exp(x[scratch.ids[i]] - max);
+    const double target = u * total;
+    double cumulative = 0;
+    TokenId last_kept = 0;
+    for (size_t i = 0; i < listed; ++i) {
+      const float weight = std::exp(x[scratch.ids[i]] - max);
+      if (weight == 0.0f) continue;
+      cumulative += weight;
+      last_kept = scratch.ids[i];
+      if (cumulative > target) return last_kept;
+    }
+    return last_kept;
+  }
+
   // Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of
   // every lane count) that depends only on n: sums and draws never depend on threads.
   static constexpr size_t kMaxBlocks = 512;

@@ -24,7 +24,9 @@ namespace lastmile::cpu {
 // Row passes (row_ops.cpp). n may be 0 unless said; none allocates.
 int64_t copy_checked(const float* src, float* dst, size_t n);           // first NaN / +inf, or -1
 int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n);  // exact; as above
-int64_t row_argmax(const float* x, size_t n);                           // n > 0, NaN-free
+int64_t row_argmax(const float* x, size_t n);                           // n > 0, NaN-free; one pass
+// row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
+int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);
 int64_t divide(float* x, size_t n, float t);        // exact IEEE division; first NaN / +inf, or -1
 int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
 double sum_exp(const float* x, size_t n, float max);              // Highway Exp, fixed order
@@ -32,14 +34,18 @@ void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) -
 void mask_probability_below(float* x, size_t n, float max, float inv_sum, float threshold);
 void mask_below(float* x, size_t n, float threshold);       // exact
 int64_t count_at_least(const float* x, size_t n, float v);  // exact
-// (id, value) of entries >= threshold (> when strict), in id order; room for n entries.
+// Compressing kernels store whole vectors past their count: outputs need this many spare entries.
+inline constexpr size_t kCompressSlack = 64;
+// (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
+// Stops once more than `limit` entries passed (then returns a count > limit).
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
-                         float* values);
+                         float* values, size_t limit = SIZE_MAX);
 
 // w = exp(x - max); per-block sums (block a multiple of 64) into block_sums; returns the total.
 double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
                            double* block_sums);
 // q = w * inv_sum: masks x where q < lo, appends ids with lo <= q < hi; returns how many.
+// ids: room for n + kCompressSlack.
 size_t mask_and_compress_band(float* x, const float* w, size_t n, float inv_sum, float lo, float hi,
                               int32_t* ids);
 

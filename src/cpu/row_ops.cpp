@@ -69,23 +69,56 @@ int64_t widen_bf16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT
   return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
 
-// Lowest index of the largest value (NaN-free). Exact.
-int64_t row_argmax(const float* HWY_RESTRICT x, size_t n) {
+// One pass: each lane keeps its largest value and the first index holding it (strict >), then
+// the lanes agree on the largest value and, among lanes holding it, the lowest index. With
+// kCheck, also flags NaN / +inf; *first_bad gets the first such index (then the result is 0).
+template <bool kCheck>
+int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_index) {
   const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
   auto best = hn::Set(d, -kInf);
+  auto best_index = hn::Zero(di);
+  auto index = hn::Iota(di, 0);
+  const auto step = hn::Set(di, static_cast<int32_t>(lanes));
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) best = hn::Max(best, hn::LoadU(d, x + i));
-  float max = hn::GetLane(hn::MaxOfLanes(d, best));
-  for (size_t j = i; j < n; ++j) max = std::max(max, x[j]);
-  const auto target = hn::Set(d, max);
-  for (i = 0; i + lanes <= n; i += lanes) {
-    const intptr_t at = hn::FindFirstTrue(d, hn::Eq(hn::LoadU(d, x + i), target));
-    if (at >= 0) return static_cast<int64_t>(i) + at;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    if constexpr (kCheck) bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    const auto better = hn::Gt(v, best);
+    best = hn::IfThenElse(better, v, best);
+    best_index = hn::IfThenElse(hn::RebindMask(di, better), index, best_index);
+    index = hn::Add(index, step);
   }
+  if constexpr (kCheck) {
+    *first_bad_index = first_bad(x, hn::AllFalse(d, bad) ? i : 0, n);
+    if (*first_bad_index >= 0) return 0;
+  }
+  float max = hn::GetLane(hn::MaxOfLanes(d, best));
+  const auto holds_max = hn::RebindMask(di, hn::Eq(best, hn::Set(d, max)));
+  int64_t at = i == 0 ? 0
+                      : hn::GetLane(hn::MinOfLanes(
+                            di, hn::IfThenElse(holds_max, best_index,
+                                               hn::Set(di, std::numeric_limits<int32_t>::max()))));
   for (; i < n; ++i)
-    if (x[i] == max) return static_cast<int64_t>(i);
-  return 0;
+    if (x[i] > max) {
+      max = x[i];
+      at = static_cast<int64_t>(i);
+    }
+  return at;
+}
+
+// Lowest index of the largest value (NaN-free; an all -inf row gives 0). Exact.
+int64_t row_argmax(const float* HWY_RESTRICT x, size_t n) {
+  return argmax_pass<false>(x, n, nullptr);
+}
+
+// row_argmax straight from a caller's row, checking it: the first NaN / +inf index goes to
+// *first_bad_index (-1 when none).
+int64_t argmax_checked(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_index) {
+  return argmax_pass<true>(x, n, first_bad_index);
 }
 
 // x /= t, IEEE division per lane: exact, the same bits as scalar division. Returns the first
@@ -196,9 +229,12 @@ int64_t count_at_least(const float* HWY_RESTRICT x, size_t n, float v) {
 }
 
 // Appends (id, value) of every entry with value >= threshold (strictly greater when `strict`),
-// in id order; returns how many. ids / values need room for n entries.
+// in id order; returns how many, or stops early and returns a count > limit once more than
+// `limit` entries passed. ids / values need room for n + kCompressSlack entries: whole vectors are
+// stored past the count (the register form of compress; AMD Zen 4 microcodes the memory form,
+// which made this kernel 10x slower there).
 size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold, bool strict,
-                         int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values) {
+                         int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, size_t limit) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
@@ -208,9 +244,11 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
     const auto v = hn::LoadU(d, x + i);
     const auto keep = strict ? hn::Gt(v, vthr) : hn::Ge(v, vthr);
     if (hn::AllFalse(d, keep)) continue;
-    const auto kept_ids = hn::Iota(di, static_cast<int32_t>(i));
-    hn::CompressBlendedStore(kept_ids, hn::RebindMask(di, keep), di, ids + count);
-    count += hn::CompressBlendedStore(v, keep, d, values + count);
+    hn::StoreU(hn::Compress(hn::Iota(di, static_cast<int32_t>(i)), hn::RebindMask(di, keep)), di,
+               ids + count);
+    hn::StoreU(hn::Compress(v, keep), d, values + count);
+    count += hn::CountTrue(d, keep);
+    if (count > limit) return count;
   }
   for (; i < n; ++i) {
     if (strict ? x[i] > threshold : x[i] >= threshold) {
@@ -252,6 +290,7 @@ double exp_with_block_sums(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
 }
 
 // With q = w * inv_sum: x := -inf where q < lo; appends the ids with lo <= q < hi (id order).
+// ids needs room for n + kCompressSlack entries.
 size_t mask_and_compress_band(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
                               float inv_sum, float lo, float hi, int32_t* HWY_RESTRICT ids) {
   const hn::ScalableTag<float> d;
@@ -265,9 +304,10 @@ size_t mask_and_compress_band(float* HWY_RESTRICT x, const float* HWY_RESTRICT w
     const auto below = hn::Lt(q, vlo);
     hn::StoreU(hn::IfThenElse(below, neg_inf, hn::LoadU(d, x + i)), d, x + i);
     const auto band = hn::AndNot(below, hn::Lt(q, vhi));
-    if (!hn::AllFalse(d, band))
-      count += hn::CompressBlendedStore(hn::Iota(di, static_cast<int32_t>(i)),
-                                        hn::RebindMask(di, band), di, ids + count);
+    if (hn::AllFalse(d, band)) continue;
+    hn::StoreU(hn::Compress(hn::Iota(di, static_cast<int32_t>(i)), hn::RebindMask(di, band)), di,
+               ids + count);  // the register form, as in compress_at_least
+    count += hn::CountTrue(d, band);
   }
   for (; i < n; ++i) {
     const float q = w[i] * inv_sum;
@@ -287,6 +327,7 @@ namespace lastmile::cpu {
 HWY_EXPORT(copy_checked);
 HWY_EXPORT(widen_bf16_checked);
 HWY_EXPORT(row_argmax);
+HWY_EXPORT(argmax_checked);
 HWY_EXPORT(divide);
 HWY_EXPORT(find_nan_or_inf);
 HWY_EXPORT(sum_exp);
@@ -305,6 +346,9 @@ int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n) {
   return HWY_DYNAMIC_DISPATCH(widen_bf16_checked)(src, dst, n);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
+int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {
+  return HWY_DYNAMIC_DISPATCH(argmax_checked)(x, n, first_bad_index);
+}
 int64_t divide(float* x, size_t n, float t) { return HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }
 int64_t find_nan_or_inf(const float* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(find_nan_or_inf)(x, n);
@@ -325,8 +369,8 @@ int64_t count_at_least(const float* x, size_t n, float v) {
   return HWY_DYNAMIC_DISPATCH(count_at_least)(x, n, v);
 }
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
-                         float* values) {
-  return HWY_DYNAMIC_DISPATCH(compress_at_least)(x, n, threshold, strict, ids, values);
+                         float* values, size_t limit) {
+  return HWY_DYNAMIC_DISPATCH(compress_at_least)(x, n, threshold, strict, ids, values, limit);
 }
 double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
                            double* block_sums) {

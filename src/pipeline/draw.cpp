@@ -13,7 +13,8 @@ void draw_token(RowStep& row) {
     return;
   }
   const double u = uniform_open(row.seed, row.stream_step());
-  row.sampled_token = row.backend.draw(row.logits.data(), row.vocab_size(), u, row.scratch.sort());
+  row.sampled_token = row.backend.draw(row.logits.data(), row.vocab_size(), u, row.scratch.sort(),
+                                       row.scratch.listed_survivors);
 }
 
 }  // namespace lastmile::detail

@@ -44,6 +44,8 @@ struct RowScratch {
 
   void reserve(int64_t vocab_size);
   SortScratch sort() { return {sort_ids, sort_values, sort_keys}; }
+  // Step 7d's survivor list for step 7e (Backend::apply_top_k_top_p); set by 7d for every row.
+  size_t listed_survivors = kNotListed;
   // Room for the longest history and whitelist of a batch, whichever worker gets that row.
   void reserve_lists(size_t history_size, size_t allowed_size);
 };

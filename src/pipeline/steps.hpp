@@ -18,6 +18,8 @@ void gather_logprobs(RowStep& row);                                 // 8
 
 // Step 7's parts (spec §8, §9), called by sample_tokens.
 void take_greedy_token(RowStep& row);
+// Steps 2-7a in one read for an unedited greedy row without logprobs; false: run the steps.
+bool take_greedy_token_from_input(RowStep& row);
 void apply_temperature(RowStep& row);
 void apply_min_p(RowStep& row);
 void apply_top_k_top_p(RowStep& row);

@@ -6,10 +6,12 @@
 namespace lastmile::detail {
 
 void apply_top_k_top_p(RowStep& row) {
+  row.scratch.listed_survivors = kNotListed;
   const bool top_k = row.sampling.top_k < row.vocab_size();
   if (!top_k && !row.plan.any_top_p) return;
-  row.backend.apply_top_k_top_p(row.logits.data(), row.vocab_size(), row.sampling.top_k,
-                                row.plan.any_top_p, row.sampling.top_p, row.scratch.sort());
+  row.scratch.listed_survivors =
+      row.backend.apply_top_k_top_p(row.logits.data(), row.vocab_size(), row.sampling.top_k,
+                                    row.plan.any_top_p, row.sampling.top_p, row.scratch.sort());
 }
 
 }  // namespace lastmile::detail

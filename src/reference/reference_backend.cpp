@@ -57,6 +57,11 @@ class ReferenceBackend final : public Backend {
     return static_cast<TokenId>(best);
   }
 
+  TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad) const override {
+    *first_bad = find_nan_or_inf(x, n);
+    return *first_bad >= 0 ? 0 : row_argmax(x, n);
+  }
+
   float row_max(const float* x, int64_t n) const override { return *std::max_element(x, x + n); }
 
   void log_softmax(float* x, int64_t n) const override {
@@ -87,8 +92,8 @@ class ReferenceBackend final : public Backend {
       if (std::exp(x[i] - max) * inv_sum < threshold) x[i] = kNegInf;  // strict: ties survive
   }
 
-  void apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
-                         SortScratch scratch) const override {
+  size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
+                           SortScratch scratch) const override {
     int32_t* order = scratch.ids.data();
     std::iota(order, order + n, 0);
     // Ascending by value; among equal values the larger id first, so lower ids rank as larger.
@@ -114,9 +119,10 @@ class ReferenceBackend final : public Backend {
       }
     }
     for (int64_t i = 0; i < n; ++i) x[order[i]] = sorted[i];
+    return kNotListed;
   }
 
-  TokenId draw(const float* x, int64_t n, double u, SortScratch) const override {
+  TokenId draw(const float* x, int64_t n, double u, SortScratch, size_t) const override {
     const float max = row_max(x, n);
     if (max == kNegInf) return 0;
     const double target = u * sum_exp(x, n, max);

@@ -2,6 +2,7 @@
 // at awkward sizes (vocab 1, 7, 111, 32001 hit every vector tail). Expected values are computed
 // independently here, in double.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -39,8 +40,8 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
     return x;
   }
   SortScratch scratch() {
-    ids_.assign(static_cast<size_t>(n()), 0);
-    values_.assign(static_cast<size_t>(n()), 0.0f);
+    ids_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0);
+    values_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0.0f);
     keys_.assign(static_cast<size_t>(n()), 0);
     return {ids_, values_, keys_};
   }
@@ -104,6 +105,31 @@ TEST_P(BackendKernels, ArgmaxIsTheLowestIndexOfTheMaximum) {
   std::vector<float> flat(static_cast<size_t>(n()), -kInf);
   EXPECT_EQ(backend().row_argmax(flat.data(), n()), 0);
   EXPECT_EQ(backend().row_max(flat.data(), n()), -kInf);
+}
+
+// The one-read greedy path: the same argmax as row_argmax for every position of the maximum and
+// of ties, and the first NaN / +inf reported wherever it sits (vector body or scalar tail).
+TEST_P(BackendKernels, ArgmaxCheckedMatchesArgmaxAndFindsTheFirstBadValue) {
+  std::vector<float> x = logits(21);
+  int64_t bad = 7;
+  for (int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
+    std::vector<float> y = x;
+    y[at] = 10.0f;
+    if (at + 17 < n()) y[at + 17] = 10.0f;  // a later tie loses
+    EXPECT_EQ(backend().argmax_checked(y.data(), n(), &bad), at);
+    EXPECT_EQ(bad, -1);
+    EXPECT_EQ(backend().row_argmax(y.data(), n()), at);
+  }
+  std::vector<float> flat(static_cast<size_t>(n()), -kInf);
+  EXPECT_EQ(backend().argmax_checked(flat.data(), n(), &bad), 0);
+  EXPECT_EQ(bad, -1);
+  for (int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
+    std::vector<float> y = x;
+    y[at] = at % 2 ? kInf : std::nanf("");
+    if (at + 1 < n()) y[n() - 1] = std::nanf("");  // a later bad value is not the first
+    backend().argmax_checked(y.data(), n(), &bad);
+    EXPECT_EQ(bad, at);
+  }
 }
 
 TEST_P(BackendKernels, LogSoftmaxMatchesDouble) {
@@ -216,6 +242,27 @@ TEST_P(BackendKernels, TopPIsAppliedAfterTopKRenormalisation) {
   for (int64_t rank = 0; rank < n(); ++rank) {
     const int32_t id = order[rank];
     EXPECT_EQ(out[id], rank < 3 ? x[id] : -kInf) << "rank " << rank;
+  }
+}
+
+// A draw over the survivor list apply_top_k_top_p returns picks the token the full-row draw
+// picks, for every u (the cpu backend lists survivors; the oracle lists none).
+TEST_P(BackendKernels, DrawOverListedSurvivorsEqualsTheFullDraw) {
+  const std::vector<float> x = logits(11);
+  for (const auto& [k, top_p] : {std::pair<int64_t, float>{5, 0.8f}, {40, 0.95f}, {1, 1.0f}}) {
+    std::vector<float> out = x;
+    SortScratch s = scratch();
+    const size_t listed =
+        backend().apply_top_k_top_p(out.data(), n(), std::min(k, n()), true, top_p, s);
+    if (std::min(k, n()) < n() && std::get<0>(GetParam()) == "cpu") {
+      EXPECT_NE(listed, lastmile::detail::kNotListed);
+    }
+    for (double u = 0.005; u < 1.0; u += 0.01) {
+      std::vector<int32_t> ids(s.ids.begin(), s.ids.end());  // the full draw may reuse scratch
+      const TokenId full = backend().draw(out.data(), n(), u, scratch());
+      std::copy(ids.begin(), ids.end(), s.ids.begin());
+      EXPECT_EQ(backend().draw(out.data(), n(), u, s, listed), full) << "k " << k << " u " << u;
+    }
   }
 }
 

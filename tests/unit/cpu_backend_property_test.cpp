@@ -25,8 +25,8 @@ struct Scratch {
   std::vector<float> values;
   std::vector<uint64_t> keys;
   SortScratch get(size_t n) {
-    ids.assign(n, 0);
-    values.assign(n, 0.0f);
+    ids.assign(n + lastmile::detail::kSortSlack, 0);
+    values.assign(n + lastmile::detail::kSortSlack, 0.0f);
     keys.assign(n, 0);
     return {ids, values, keys};
   }
