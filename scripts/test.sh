@@ -29,8 +29,12 @@ cmake --build build-fuzz -j2
 for target in case_reader npy_reader capi; do
   corpus="build-fuzz/corpus-${target}"
   mkdir -p "$corpus"
-  "build-fuzz/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \
-    "tests/fuzz/corpus/${target%_reader}" 2>&1 | tail -n 1
+  if ! "build-fuzz/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \
+    "tests/fuzz/corpus/${target%_reader}" >"build-fuzz/${target}.log" 2>&1; then
+    grep -v '^#[0-9]' "build-fuzz/${target}.log" | tail -n 40 >&2  # the finding and its input
+    exit 1
+  fi
+  tail -n 1 "build-fuzz/${target}.log"
 done
 
 echo "== TSan build: determinism and unit tests (threads 1-3 on shared samplers)" >&2

@@ -84,6 +84,12 @@ class Backend {
                                float repetition_penalty, float frequency_penalty,
                                float presence_penalty) const = 0;
 
+  // Spec §7.2's repetition factor, dense: x[i] scaled (as apply_penalties does) wherever bit i
+  // of `seen` is set (bit i % 64 of word i / 64: the prompt and output tokens). Returns the first
+  // index left +inf (a penalty below 1 can overflow), or -1.
+  virtual int64_t apply_repetition_dense(float* x, int64_t n, const uint64_t* seen,
+                                         float repetition_penalty) const = 0;
+
   // Number of entries >= x[token_id] (spec §4 step 3): the token's pessimistic rank.
   virtual int64_t rank_of(const float* x, int64_t n, TokenId token_id) const = 0;
 

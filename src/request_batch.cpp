@@ -1,6 +1,7 @@
 // lastmile — RequestBatch: requests kept across steps, sampled through the same pipeline as
 // Sampler::sample. What it adds: each request's output history, its seed, and its penalty counts
-// updated per new token (O(1) each) instead of recounted from the history every step.
+// updated per new token (O(1) each: a bit in a bitmap of seen tokens, an output count) instead
+// of recounted from the history every step.
 #include "lastmile/request_batch.hpp"
 
 #include <algorithm>
@@ -20,13 +21,16 @@ struct KeptRequest {
   std::vector<TokenId> prompt;
   std::vector<TokenId> output;
   uint64_t seed = 0;
-  std::vector<TokenCount> counts;                  // one entry per distinct token seen
-  std::unordered_map<TokenId, uint32_t> count_of;  // token id -> index in counts
+  std::vector<uint64_t> seen;                       // bit t: token t in the prompt or output
+  std::vector<TokenCount> output_counts;            // one entry per distinct output token
+  std::unordered_map<TokenId, uint32_t> output_of;  // token id -> index in output_counts
 
-  TokenCount& count(TokenId id) {
-    auto [it, inserted] = count_of.try_emplace(id, static_cast<uint32_t>(counts.size()));
-    if (inserted) counts.push_back({id, 0, false});
-    return counts[it->second];
+  void mark_seen(TokenId id) { seen[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64); }
+  void add_output(TokenId id) {
+    mark_seen(id);
+    auto [it, inserted] = output_of.try_emplace(id, static_cast<uint32_t>(output_counts.size()));
+    if (inserted) output_counts.push_back({id, 0, false});
+    ++output_counts[it->second].output_count;
   }
 };
 
@@ -47,7 +51,8 @@ class RequestBatchImpl {
     request->id = std::string(id);
     request->prompt.assign(prompt.begin(), prompt.end());
     request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_++);
-    for (TokenId t : prompt) request->count(t).in_prompt = true;
+    request->seen.assign(static_cast<size_t>((config.vocab_size + 63) / 64), 0);
+    for (TokenId t : prompt) request->mark_seen(t);
     requests_.push_back(std::move(request));
     batch_.requests.emplace_back().params = params;
   }
@@ -86,14 +91,14 @@ class RequestBatchImpl {
       BatchRequest& row = batch_.requests[i];
       row.prompt_token_ids = r.prompt;
       row.output_token_ids = r.output;
-      kept_[i] = {r.seed, r.counts};
+      kept_[i] = {r.seed, r.seen, r.output_counts};
     }
     const SamplerOutput& out = sampler_.sample(logits, batch_, kept_);
     for (size_t i = 0; i < requests_.size(); ++i) {
       KeptRequest& r = *requests_[i];
       const TokenId token = out.sampled_token_ids[i];
       r.output.push_back(token);
-      ++r.count(token).output_count;
+      r.add_output(token);
     }
     return out;
   }

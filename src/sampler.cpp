@@ -35,8 +35,8 @@ void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_
 void run_pipeline(RowStep& row) {
   if (take_greedy_token_from_input(row))  // 2-7a in one read: unedited greedy, no logprobs
     return store_sampled_token(row);
-  capture_raw_logprobs(row);             // 1  raw modes, before any edit
   if (!convert_to_float32(row)) return;  // 2  NaN / +inf: reported after the batch
+  capture_raw_logprobs(row);             // 1  raw modes: the exact float32 view, before any edit
   apply_allowed_token_ids(row);          // 3
   apply_bad_words(row);                  // 4
   apply_min_tokens(row);                 // 5  argmax-changing processors: built-ins,
@@ -77,7 +77,8 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                row,
                row_sampling(request.params, plan.vocab_size),
                seed,
-               state ? state->token_counts : std::span<const TokenCount>{},
+               state ? state->seen : std::span<const uint64_t>{},
+               state ? state->output_counts : std::span<const TokenCount>{},
                state != nullptr,
                scratch,
                out_,

@@ -15,8 +15,9 @@ namespace lastmile::detail {
 
 // What a RequestBatch keeps for a row across steps.
 struct KeptRowState {
-  uint64_t seed = 0;                         // used when the request has no seed of its own
-  std::span<const TokenCount> token_counts;  // prompt presence and output counts, sorted by id
+  uint64_t seed = 0;                          // used when the request has no seed of its own
+  std::span<const uint64_t> seen;             // bit t: token t is in the prompt or the output
+  std::span<const TokenCount> output_counts;  // one entry per distinct output token
 };
 
 class SamplerImpl {

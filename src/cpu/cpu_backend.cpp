@@ -71,8 +71,9 @@ class CpuBackend final : public Backend {
       case DType::bf16:
         return cpu::widen_bf16_checked(static_cast<const uint16_t*>(src), dst,
                                        static_cast<size_t>(n));
-      case DType::f16:  // TODO(#3): Highway widening for f16
-        break;
+      case DType::f16:
+        return cpu::widen_f16_checked(static_cast<const uint16_t*>(src), dst,
+                                      static_cast<size_t>(n));
     }
     return reference_backend().convert_row(src, dtype, dst, n);
   }
@@ -164,6 +165,11 @@ class CpuBackend final : public Backend {
                                         presence_penalty);
   }
 
+  int64_t apply_repetition_dense(float* x, int64_t n, const uint64_t* seen,
+                                 float repetition_penalty) const override {
+    return cpu::apply_repetition_dense(x, static_cast<size_t>(n), seen, repetition_penalty);
+  }
+
   int64_t rank_of(const float* x, int64_t n, TokenId token_id) const override {
     return cpu::count_at_least(x, static_cast<size_t>(n), x[token_id]);
   }
@@ -252,6 +258,7 @@ class CpuBackend final : public Backend {
     const TokenId top = static_cast<TokenId>(cpu::row_argmax(x, size));  // never masked
     const float max = x[top];
     if (max == kNegInf) return;
+    if (top_p == 1.0f) return mask_underflowed(x, size, max);
     float* w = scratch.values.data();
     double sums[kMaxBlocks];
     const double total = cpu::exp_with_block_sums(x, w, size, max, block_size(n), sums);
@@ -289,6 +296,16 @@ class CpuBackend final : public Backend {
       cumulative += w[id] * inv_sum;
       if (static_cast<float>(cumulative) <= cut && id != top) x[id] = kNegInf;
     }
+  }
+
+  // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0
+  // go. None can when every finite logit is within 80 of the max: exp(-80) / n stays above the
+  // smallest denormal for any n < 2^31; the usual LLM row costs one min pass, no Exp.
+  static void mask_underflowed(float* x, size_t n, float max) {
+    constexpr float kNoUnderflowSpan = 80.0f;
+    if (max - cpu::finite_min(x, n) < kNoUnderflowSpan) return;
+    const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, n, max));
+    cpu::mask_probability_below(x, n, max, inv_sum, std::numeric_limits<float>::denorm_min());
   }
 
   // Spec §9.3 on the top-k survivors, with the oracle's arithmetic in the oracle's order

@@ -10,6 +10,7 @@ namespace lastmile::cpu {
 // Largest value of x[0, n). Requires n > 0 and NaN-free input. Exact on every target: the
 // maximum does not depend on evaluation order. One streaming read: the memory roofline.
 float row_max(const float* x, size_t n);
+float finite_min(const float* x, size_t n);  // the smallest entry above -inf; +inf if none
 
 // Largest 16-bit pattern of x[0, n) (unsigned): the same streaming read over fp16 / bf16 rows.
 uint16_t row_max_bits16(const uint16_t* x, size_t n);
@@ -24,11 +25,14 @@ namespace lastmile::cpu {
 // Row passes (row_ops.cpp). n may be 0 unless said; none allocates.
 int64_t copy_checked(const float* src, float* dst, size_t n);           // first NaN / +inf, or -1
 int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n);  // exact; as above
+int64_t widen_f16_checked(const uint16_t* src, float* dst, size_t n);   // exact; first NaN/+inf
 int64_t row_argmax(const float* x, size_t n);                           // n > 0, NaN-free; one pass
 // row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);
 int64_t divide(float* x, size_t n, float t);        // exact IEEE division; first NaN / +inf, or -1
 int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
+// x[i] *= x[i] > 0 ? 1 / r : r where bit i of seen is set; first +inf left, or -1. Exact.
+int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r);
 double sum_exp(const float* x, size_t n, float max);              // Highway Exp, fixed order
 void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
 void mask_probability_below(float* x, size_t n, float max, float inv_sum, float threshold);

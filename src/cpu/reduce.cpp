@@ -27,6 +27,24 @@ float row_max(const float* HWY_RESTRICT x, size_t n) {
   return result;
 }
 
+// The smallest finite entry (-inf ignored), +inf when there is none.
+float finite_min(const float* HWY_RESTRICT x, size_t n) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf), neg_inf = hn::Set(d, -kInf);
+  auto best = inf;
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    best = hn::Min(best, hn::IfThenElse(hn::Eq(v, neg_inf), inf, v));
+  }
+  float result = hn::GetLane(hn::MinOfLanes(d, best));
+  for (; i < n; ++i)
+    if (x[i] != -kInf) result = std::min(result, x[i]);
+  return result;
+}
+
 uint16_t row_max_bits16(const uint16_t* HWY_RESTRICT x, size_t n) {
   const hn::ScalableTag<uint16_t> d;
   const size_t lanes = hn::Lanes(d);
@@ -45,7 +63,9 @@ HWY_AFTER_NAMESPACE();
 namespace lastmile::cpu {
 HWY_EXPORT(row_max);
 HWY_EXPORT(row_max_bits16);
+HWY_EXPORT(finite_min);
 float row_max(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_max)(x, n); }
+float finite_min(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(finite_min)(x, n); }
 uint16_t row_max_bits16(const uint16_t* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(row_max_bits16)(x, n);
 }

@@ -110,6 +110,31 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
   return at;
 }
 
+// dst = the float32 values of float16 bit patterns (exact: every float16 is a float32; F16C
+// on x86); returns the first index holding NaN or +inf, or -1.
+int64_t widen_f16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<hwy::float16_t, decltype(d)> df16;
+  const size_t lanes = hn::Lanes(d);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
+  const auto* halves = reinterpret_cast<const hwy::float16_t*>(src);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::PromoteTo(d, hn::LoadU(df16, halves + i));
+    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    hn::StoreU(v, d, dst + i);
+  }
+  if (i < n) {  // the tail through a padded vector: never read past n
+    HWY_ALIGN hwy::float16_t tail[hn::MaxLanes(d)] = {};
+    HWY_ALIGN float wide[hn::MaxLanes(d)];
+    std::memcpy(tail, halves + i, (n - i) * sizeof(uint16_t));
+    hn::Store(hn::PromoteTo(d, hn::Load(df16, tail)), d, wide);
+    std::memcpy(dst + i, wide, (n - i) * sizeof(float));
+  }
+  return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+}
+
 // Lowest index of the largest value (NaN-free; an all -inf row gives 0). Exact.
 int64_t row_argmax(const float* HWY_RESTRICT x, size_t n) {
   return argmax_pass<false>(x, n, nullptr);
@@ -137,6 +162,45 @@ int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
   }
   for (; i < n; ++i) x[i] /= t;
   return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+}
+
+// Spec §7.2's repetition factor where bit i of `seen` is set: positive logits times the float32
+// reciprocal, others times the penalty (the reference's arithmetic, lane by lane). Words of 64
+// tokens with no bit set are skipped whole. Vectors of 8 or more lanes read their mask straight
+// from the bitmap (little-endian: bit i of byte j is token 8j + i); narrower targets go scalar.
+// Returns the first index left +inf, or -1.
+int64_t apply_repetition_dense(float* HWY_RESTRICT x, size_t n, const uint64_t* HWY_RESTRICT seen,
+                               float r) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const float inverse = 1.0f / r;
+  const auto vinverse = hn::Set(d, inverse), vr = hn::Set(d, r), zero = hn::Zero(d);
+  const auto inf = hn::Set(d, kInf);
+  auto bad = hn::FirstN(d, 0);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(seen);
+  auto scalar = [&](size_t i) {
+    if (seen[i / 64] >> (i % 64) & 1) x[i] *= x[i] > 0 ? inverse : r;
+  };
+  if (lanes < 8 || 64 % lanes != 0) {
+    for (size_t j = 0; j < n; ++j) scalar(j);
+    return first_bad(x, 0, n);
+  }
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    if (seen[i / 64] == 0) continue;
+    for (size_t j = i; j < i + 64; j += lanes) {
+      const auto mask = hn::LoadMaskBits(d, bytes + j / 8);
+      const auto v = hn::LoadU(d, x + j);
+      const auto scaled = hn::Mul(v, hn::IfThenElse(hn::Gt(v, zero), vinverse, vr));
+      const auto out = hn::IfThenElse(mask, scaled, v);
+      bad = hn::Or(bad, hn::Eq(out, inf));
+      hn::StoreU(out, d, x + j);
+    }
+  }
+  const size_t tail = i;
+  for (; i < n; ++i) scalar(i);
+  // +inf came from a finite input (the row was checked): look only where one was flagged.
+  return first_bad(x, hn::AllFalse(d, bad) ? tail : 0, n);
 }
 
 // The first index holding NaN or +inf, or -1.
@@ -326,10 +390,12 @@ HWY_AFTER_NAMESPACE();
 namespace lastmile::cpu {
 HWY_EXPORT(copy_checked);
 HWY_EXPORT(widen_bf16_checked);
+HWY_EXPORT(widen_f16_checked);
 HWY_EXPORT(row_argmax);
 HWY_EXPORT(argmax_checked);
 HWY_EXPORT(divide);
 HWY_EXPORT(find_nan_or_inf);
+HWY_EXPORT(apply_repetition_dense);
 HWY_EXPORT(sum_exp);
 HWY_EXPORT(subtract_two);
 HWY_EXPORT(mask_probability_below);
@@ -345,6 +411,9 @@ int64_t copy_checked(const float* src, float* dst, size_t n) {
 int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n) {
   return HWY_DYNAMIC_DISPATCH(widen_bf16_checked)(src, dst, n);
 }
+int64_t widen_f16_checked(const uint16_t* src, float* dst, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(widen_f16_checked)(src, dst, n);
+}
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {
   return HWY_DYNAMIC_DISPATCH(argmax_checked)(x, n, first_bad_index);
@@ -352,6 +421,9 @@ int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {
 int64_t divide(float* x, size_t n, float t) { return HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }
 int64_t find_nan_or_inf(const float* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(find_nan_or_inf)(x, n);
+}
+int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r) {
+  return HWY_DYNAMIC_DISPATCH(apply_repetition_dense)(x, n, seen, r);
 }
 double sum_exp(const float* x, size_t n, float max) {
   return HWY_DYNAMIC_DISPATCH(sum_exp)(x, n, max);

@@ -189,7 +189,7 @@ Case parse_case(const std::string& json_text, const std::string& name) {
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
     throw InvalidArgument(name + ": invalid JSON: " + clip(e.what(), 200));
   }
   r.expect(j, j.is_object(), "top level", "an object");

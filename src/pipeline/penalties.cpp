@@ -1,8 +1,9 @@
 // Step 6 — repetition, frequency and presence penalties (spec §7; vLLM ops/penalties.py).
 // In place on the float32 row, sparse: only tokens of the prompt or history are touched. Repetition
 // uses prompt and history; frequency and presence the history only (output, plus drafts when
-// predicting the bonus token, §7.4). Counts come from a RequestBatch when it keeps them, else they
-// are counted here from the batch in O(H log H). Rows with neutral penalties are exact identities
+// predicting the bonus token, §7.4). A RequestBatch keeps a bitmap of seen tokens and the output
+// counts (repetition then runs as one dense pass); otherwise counts come from the batch in
+// O(H log H). Rows with neutral penalties are exact identities
 // and skipped; the whole step is skipped when no row has penalties (vLLM's no_penalties).
 #include <algorithm>
 #include <limits>
@@ -32,6 +33,22 @@ std::span<const TokenCount> count_tokens(RowStep& row) {
   return counts;
 }
 
+// A RequestBatch's state: repetition as one dense pass over the bitmap of seen tokens (a long
+// prompt costs no scattered reads), then frequency and presence on the distinct output tokens
+// (a repetition factor of 1 there is an exact identity). Per token, the same operations in the
+// same order as the sparse path.
+void apply_kept_penalties(RowStep& row) {
+  const RequestParams& p = row.params();
+  if (p.repetition_penalty != 1.0f)
+    row.record_bad_value(
+        row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),
+                                           row.kept_seen.data(), p.repetition_penalty),
+        "repetition_penalty");
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
+    row.backend.apply_penalties(row.logits.data(), row.kept_output_counts, 1.0f,
+                                p.frequency_penalty, p.presence_penalty);
+}
+
 }  // namespace
 
 void apply_penalties(RowStep& row) {
@@ -39,8 +56,8 @@ void apply_penalties(RowStep& row) {
   const RequestParams& p = row.params();
   if (p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f)
     return;
-  const std::span<const TokenCount> counts =
-      row.has_kept_counts ? row.kept_counts : count_tokens(row);
+  if (row.has_kept_counts) return apply_kept_penalties(row);
+  const std::span<const TokenCount> counts = count_tokens(row);
   row.backend.apply_penalties(row.logits.data(), counts, p.repetition_penalty, p.frequency_penalty,
                               p.presence_penalty);
   // Only a repetition_penalty < 1 can raise a finite logit to +inf (frequency and presence

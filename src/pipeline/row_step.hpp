@@ -78,8 +78,11 @@ struct RowStep {
   const BatchRequest& request;
   int64_t row;
   RowSampling sampling;
-  uint64_t seed;                            // the request's stream key
-  std::span<const TokenCount> kept_counts;  // penalty counts kept by a RequestBatch, if any
+  uint64_t seed;  // the request's stream key
+  // Penalty state kept by a RequestBatch, if any: a bitmap of the prompt and output tokens and
+  // the output tokens' counts.
+  std::span<const uint64_t> kept_seen;
+  std::span<const TokenCount> kept_output_counts;
   bool has_kept_counts;
   RowScratch& scratch;
   OutputBuffers& out;

@@ -8,7 +8,9 @@ namespace lastmile::detail {
 
 void sample_tokens(RowStep& row) {
   if (!row.plan.all_random) take_greedy_token(row);
-  if (row.plan.all_greedy) {
+  // A greedy row has its token; steps 7b-e matter for it only through processed logprobs.
+  const bool processed_read = row.plan.needs_logprobs() && !row.plan.raw_mode();
+  if (row.plan.all_greedy || (row.sampling.greedy && !processed_read)) {
     row.sampled_token = row.greedy_token;
     return;
   }

@@ -150,6 +150,14 @@ class ReferenceBackend final : public Backend {
     }
   }
 
+  int64_t apply_repetition_dense(float* x, int64_t n, const uint64_t* seen,
+                                 float repetition_penalty) const override {
+    const float inverse_repetition = 1.0f / repetition_penalty;
+    for (int64_t i = 0; i < n; ++i)
+      if (seen[i / 64] >> (i % 64) & 1) x[i] *= x[i] > 0 ? inverse_repetition : repetition_penalty;
+    return find_nan_or_inf(x, n);
+  }
+
   int64_t rank_of(const float* x, int64_t n, TokenId token_id) const override {
     const float v = x[token_id];
     return std::count_if(x, x + n, [v](float e) { return e >= v; });

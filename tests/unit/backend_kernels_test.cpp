@@ -2,6 +2,7 @@
 // at awkward sizes (vocab 1, 7, 111, 32001 hit every vector tail). Expected values are computed
 // independently here, in double.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -130,6 +131,32 @@ TEST_P(BackendKernels, ArgmaxCheckedMatchesArgmaxAndFindsTheFirstBadValue) {
     backend().argmax_checked(y.data(), n(), &bad);
     EXPECT_EQ(bad, at);
   }
+}
+
+// The dense repetition pass over a bitmap equals the sparse penalty on the same tokens, bit for
+// bit, wherever the set bits fall (skipped words, vector body, tail), and reports a +inf it makes.
+TEST_P(BackendKernels, DenseRepetitionEqualsSparse) {
+  std::vector<float> x = logits(23);
+  if (n() > 3) x[3] = -kInf;
+  std::vector<uint64_t> seen(static_cast<size_t>((n() + 63) / 64), 0);
+  std::vector<lastmile::detail::TokenCount> counts;
+  std::mt19937_64 rng(5);
+  for (int64_t t = 0; t < n(); ++t)
+    if (rng() % 3 == 0 && !(t >= 128 && t < 256)) {  // tokens 128-255: a word left empty
+      seen[static_cast<size_t>(t / 64)] |= uint64_t{1} << (t % 64);
+      counts.push_back({static_cast<lastmile::TokenId>(t), 0, true});
+    }
+  for (float penalty : {1.3f, 0.7f}) {
+    std::vector<float> dense = x, sparse = x;
+    EXPECT_EQ(backend().apply_repetition_dense(dense.data(), n(), seen.data(), penalty), -1);
+    backend().apply_penalties(sparse.data(), counts, penalty, 0.0f, 0.0f);
+    for (int64_t i = 0; i < n(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(dense[i]), std::bit_cast<uint32_t>(sparse[i])) << i;
+  }
+  if (counts.empty()) return;
+  const lastmile::TokenId last = counts.back().token_id;
+  x[last] = 3e38f;
+  EXPECT_EQ(backend().apply_repetition_dense(x.data(), n(), seen.data(), 0.5f), last);
 }
 
 TEST_P(BackendKernels, LogSoftmaxMatchesDouble) {

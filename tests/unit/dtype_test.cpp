@@ -3,6 +3,7 @@
 // equivalent f32 input.
 #include <bit>
 
+#include "backend.hpp"
 #include "reference/float16.hpp"
 #include "unit/test_util.hpp"
 
@@ -73,6 +74,30 @@ TEST(Float16, EveryPatternMatchesTheIndependentDecoder) {
     const auto bits = static_cast<uint16_t>(h);
     ASSERT_EQ(static_cast<double>(f16_to_f32(bits)), f16_value(bits)) << std::hex << h;
     ASSERT_EQ(std::signbit(f16_to_f32(bits)), (h & 0x8000) != 0) << std::hex << h;
+  }
+}
+
+// The SIMD widening (F16C on x86) against the scalar decoder on every finite pattern, at an
+// odd length so the padded tail runs too; then the first NaN / +inf is found wherever it sits.
+TEST(Float16, CpuBackendWidensEveryPatternAsTheReference) {
+  std::vector<uint16_t> bits;
+  for (uint32_t h = 0; h < 0x10000; ++h)
+    if ((h & 0x7c00) != 0x7c00) bits.push_back(static_cast<uint16_t>(h));
+  bits.push_back(0x3c00);  // odd length
+  std::vector<float> out(bits.size());
+  const auto n = static_cast<int64_t>(bits.size());
+  ASSERT_EQ(
+      lastmile::detail::cpu_backend().convert_row(bits.data(), lastmile::DType::f16, out.data(), n),
+      -1);
+  for (size_t i = 0; i < bits.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(f16_to_f32(bits[i])))
+        << std::hex << bits[i];
+  for (int64_t at : {int64_t{5}, n - 1}) {
+    std::vector<uint16_t> bad = bits;
+    bad[static_cast<size_t>(at)] = at == 5 ? 0x7c00 : 0x7e00;  // +inf, NaN
+    EXPECT_EQ(lastmile::detail::cpu_backend().convert_row(bad.data(), lastmile::DType::f16,
+                                                          out.data(), n),
+              at);
   }
 }
 
