@@ -2,10 +2,12 @@
 // of lastmile::RequestParams and ../shared/golden/README.md.
 #include "requests.hpp"
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -73,7 +75,10 @@ int64_t as_integer(nb::handle value, const std::string& who, const char* field) 
     type_error(who, field, "an int", value);
   int overflow = 0;
   nb::object index = nb::steal(PyNumber_Index(value.ptr()));
-  if (!index.is_valid()) throw nb::python_error();
+  if (!index.is_valid()) {  // e.g. a numpy array where an int belongs
+    PyErr_Clear();
+    type_error(who, field, "an int", value);
+  }
   const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow != 0) throw nb::value_error((who + ": " + field + " does not fit 64 bits").c_str());
   return v;
@@ -129,20 +134,62 @@ std::vector<TokenId> optional_ids(const Fields& f, const char* name, const std::
   return v.is_none() ? std::vector<TokenId>{} : read_token_ids(v, who, name);
 }
 
+void check_token_id(int64_t v, const std::string& who, const char* field, size_t i) {
+  if (v < 0 || v > std::numeric_limits<int32_t>::max())
+    throw nb::value_error((who + ": " + field + "[" + std::to_string(i) +
+                           "] must be a token id >= 0, got " + std::to_string(v))
+                              .c_str());
+}
+
+// A 1-D integer numpy array or CPU tensor, read in C++ without a Python object per element
+// (a 32k-token prompt would otherwise cost milliseconds). False: not such an array.
+bool read_integer_array(nb::handle ids, const std::string& who, const char* field,
+                        std::vector<TokenId>& out) {
+  nb::ndarray<nb::ro, nb::ndim<1>, nb::device::cpu> a;
+  if (!nb::try_cast(ids, a, /*convert=*/false)) return false;
+  const nb::dlpack::dtype t = a.dtype();
+  const bool is_int = t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
+  const bool is_uint = t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
+  if (!(is_int || is_uint) || (t.bits != 32 && t.bits != 64) || t.lanes != 1) return false;
+  const size_t n = a.shape(0);
+  const int64_t stride = a.stride(0);
+  out.resize(n);
+  const auto* base = static_cast<const char*>(a.data());
+  for (size_t i = 0; i < n; ++i) {
+    const char* at = base + static_cast<int64_t>(i) * stride * (t.bits / 8);
+    int64_t v;
+    if (t.bits == 32) {
+      int32_t s;
+      std::memcpy(&s, at, 4);
+      v = is_uint ? static_cast<int64_t>(static_cast<uint32_t>(s)) : s;
+    } else {
+      uint64_t u;
+      std::memcpy(&u, at, 8);
+      if (is_uint && u > static_cast<uint64_t>(INT64_MAX))
+        throw nb::value_error((who + ": " + field + "[" + std::to_string(i) +
+                               "] must be a token id >= 0, got " + std::to_string(u))
+                                  .c_str());
+      v = static_cast<int64_t>(u);
+    }
+    check_token_id(v, who, field, i);
+    out[i] = static_cast<TokenId>(v);
+  }
+  return true;
+}
+
 }  // namespace
 
 std::vector<TokenId> read_token_ids(nb::handle ids, const std::string& who, const char* field) {
   if (nb::isinstance<nb::str>(ids) || !PyObject_HasAttrString(ids.ptr(), "__iter__"))
     type_error(who, field, "a sequence of ints", ids);
   std::vector<TokenId> out;
+  if (read_integer_array(ids, who, field, out)) return out;
   if (PySequence_Check(ids.ptr())) out.reserve(static_cast<size_t>(nb::len(ids)));
   size_t i = 0;
   for (nb::handle item : nb::iter(ids)) {
     const std::string at = std::string(field) + "[" + std::to_string(i++) + "]";
     const int64_t v = as_integer(item, who, at.c_str());
-    if (v < 0 || v > std::numeric_limits<int32_t>::max())
-      throw nb::value_error(
-          (who + ": " + at + " must be a token id >= 0, got " + std::to_string(v)).c_str());
+    check_token_id(v, who, field, i - 1);
     out.push_back(static_cast<TokenId>(v));
   }
   return out;

@@ -206,3 +206,24 @@ def test_threads_sharing_one_sampler_take_turns():
     for t in threads:
         t.join()
     assert not errors and all(o == [4, 1] for o in outs)
+
+
+@pytest.mark.parametrize("make", [
+    list,
+    lambda ids: np.array(ids, np.int64),
+    lambda ids: np.array(ids, np.int32),
+    lambda ids: np.repeat(np.array(ids, np.int64), 2)[::2],  # strided
+    lambda ids: torch.tensor(ids),
+])
+def test_token_id_arrays_read_as_lists(make):
+    # Repetition 4 on tokens 4 and 5 moves row 0's argmax (3.0 -> 0.75) to token 1.
+    request = {"temperature": 0.0, "repetition_penalty": 4.0, "prompt_token_ids": make([4, 5])}
+    out = sampler().sample(LOGITS, [request, {"temperature": 0.0}])
+    assert out.sampled_token_ids.tolist() == [1, 1]
+
+
+def test_bad_token_id_arrays():
+    with pytest.raises(ValueError, match=r"prompt_token_ids\[1\] must be a token id >= 0, got -2"):
+        sampler().sample(LOGITS, [{"prompt_token_ids": np.array([1, -2])}, {}])
+    with pytest.raises(TypeError, match=r"prompt_token_ids\[0\] must be an int, got float64"):
+        sampler().sample(LOGITS, [{"prompt_token_ids": np.array([1.0])}, {}])
