@@ -284,6 +284,9 @@ class CpuBackend final : public Backend {
     const float hi = std::bit_cast<float>(static_cast<uint32_t>((key + 1) << kShift));
     const size_t band =
         cpu::mask_and_compress_band(x, w, size, inv_sum, lo, hi, scratch.ids.data());
+    // A p so small that 1 - p rounds to about 1 can put the cut above every bucket, the top
+    // token's included (rounded masses sum to just under 1): the largest is never masked, §9.3.
+    x[top] = max;
     uint64_t* keys = scratch.keys.data();
     for (size_t i = 0; i < band; ++i) {
       const int32_t id = scratch.ids[i];

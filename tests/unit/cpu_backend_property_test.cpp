@@ -69,11 +69,18 @@ TEST(CpuBackendProperty, TopPAloneKeepsTheOraclesSetUpToRounding) {
   for (int trial = 0; trial < 200; ++trial) {
     std::vector<float> x = random_row(rng);
     const auto n = static_cast<int64_t>(x.size());
-    const float p =
-        trial % 10 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
+    // p = 1, tiny p (1 - p rounds to about 1: only the largest may stay) and ordinary p.
+    const float p = trial % 10 == 0 ? 1.0f
+                    : trial % 10 == 1
+                        ? std::pow(10.0f, std::uniform_real_distribution<float>(-9.0f, -6.0f)(rng))
+                        : std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
     std::vector<float> fast = x, slow = x;
     cpu().apply_top_k_top_p(fast.data(), n, n, true, p, a.get(x.size()));
     oracle().apply_top_k_top_p(slow.data(), n, n, true, p, b.get(x.size()));
+    const auto top = std::max_element(x.begin(), x.end()) - x.begin();  // the first largest
+    if (x[top] != -kInf) {
+      EXPECT_EQ(fast[top], x[top]) << "trial " << trial << " p " << p;
+    }
     // The oracle's ascending cumulative probability of each token, in double.
     std::vector<int32_t> order(x.size());
     std::iota(order.begin(), order.end(), 0);
