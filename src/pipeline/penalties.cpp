@@ -1,10 +1,12 @@
 // Step 6 — repetition, frequency and presence penalties (spec §7; vLLM ops/penalties.py).
-// In place on the float32 row, sparse: only tokens of the prompt or history are touched. Repetition
-// uses prompt and history; frequency and presence the history only (output, plus drafts when
-// predicting the bonus token, §7.4). A RequestBatch keeps a bitmap of seen tokens and the output
-// counts (repetition then runs as one dense pass); otherwise counts come from the batch in
-// O(H log H). Rows with neutral penalties are exact identities
-// and skipped; the whole step is skipped when no row has penalties (vLLM's no_penalties).
+// In place on the float32 row. Repetition applies to every token of the prompt or history;
+// frequency and presence to the history only (output, plus drafts when predicting the bonus
+// token, §7.4). Per token the order is repetition, frequency, presence, as in the reference.
+// Seen tokens are a bitmap: kept by a RequestBatch (updated per new token), or built here in
+// O(H) in the worker's scratch and cleared again. Repetition is one dense SIMD pass over the
+// bitmap when the history is long, else a sparse walk; frequency and presence touch the distinct
+// history tokens, counted by sorting the history alone. Rows with neutral penalties are exact
+// identities and skipped; the step is skipped when no row has penalties (vLLM's no_penalties).
 #include <algorithm>
 #include <limits>
 
@@ -13,40 +15,61 @@
 namespace lastmile::detail {
 namespace {
 
-std::span<const TokenCount> count_tokens(RowStep& row) {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+bool test_and_clear(std::vector<uint64_t>& bits, TokenId id) {
+  uint64_t& word = bits[static_cast<size_t>(id) / 64];
+  const uint64_t bit = uint64_t{1} << (id % 64);
+  const bool was_set = (word & bit) != 0;
+  word &= ~bit;
+  return was_set;
+}
+
+// The distinct history tokens with their counts (in_prompt unused: repetition is separate).
+std::span<const TokenCount> count_history(RowStep& row) {
   std::vector<int64_t>& keys = row.scratch.history_keys;
   keys.clear();
-  for (TokenId id : row.request.prompt_token_ids) keys.push_back(int64_t{id} * 2);
   const History history = row.history();
-  for (size_t i = 0; i < history.size(); ++i) keys.push_back(int64_t{history[i]} * 2 + 1);
+  for (size_t i = 0; i < history.size(); ++i) keys.push_back(history[i]);
   std::sort(keys.begin(), keys.end());
   std::vector<TokenCount>& counts = row.scratch.token_counts;
   counts.clear();
   for (int64_t key : keys) {
-    const auto id = static_cast<TokenId>(key / 2);
+    const auto id = static_cast<TokenId>(key);
     if (counts.empty() || counts.back().token_id != id) counts.push_back({id, 0, false});
-    if (key % 2)
-      ++counts.back().output_count;
-    else
-      counts.back().in_prompt = true;
+    ++counts.back().output_count;
   }
   return counts;
 }
 
-// A RequestBatch's state: repetition as one dense pass over the bitmap of seen tokens (a long
-// prompt costs no scattered reads), then frequency and presence on the distinct output tokens
-// (a repetition factor of 1 there is an exact identity). Per token, the same operations in the
-// same order as the sparse path.
-void apply_kept_penalties(RowStep& row) {
-  const RequestParams& p = row.params();
-  if (p.repetition_penalty != 1.0f)
-    row.record_bad_value(
-        row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),
-                                           row.kept_seen.data(), p.repetition_penalty),
-        "repetition_penalty");
-  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)
-    row.backend.apply_penalties(row.logits.data(), row.kept_output_counts, 1.0f,
-                                p.frequency_penalty, p.presence_penalty);
+// Repetition from the batch's prompt and history: the bitmap is built, used and left all zero.
+void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
+  std::vector<uint64_t>& seen = row.scratch.seen;
+  const History history = row.history();
+  const auto mark = [&](TokenId id) {
+    seen[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+  };
+  for (TokenId id : row.request.prompt_token_ids) mark(id);
+  for (size_t i = 0; i < history.size(); ++i) mark(history[i]);
+  const size_t tokens = row.request.prompt_token_ids.size() + history.size();
+  if (tokens * 16 >= static_cast<size_t>(row.vocab_size())) {  // dense: one pass, then clear
+    row.record_bad_value(row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),
+                                                            seen.data(), repetition_penalty),
+                         "repetition_penalty");
+    for (TokenId id : row.request.prompt_token_ids) seen[static_cast<size_t>(id) / 64] = 0;
+    for (size_t i = 0; i < history.size(); ++i) seen[static_cast<size_t>(history[i]) / 64] = 0;
+    return;
+  }
+  // Sparse: each distinct token once (its bit cleared on first visit), the reference's factor.
+  const float inverse = 1.0f / repetition_penalty;
+  const auto scale = [&](TokenId id) {
+    if (!test_and_clear(seen, id)) return;
+    float& l = row.logits[id];
+    l *= l > 0 ? inverse : repetition_penalty;
+    if (l == kInf && !row.failed()) row.record_bad_value(id, "repetition_penalty");
+  };
+  for (TokenId id : row.request.prompt_token_ids) scale(id);
+  for (size_t i = 0; i < history.size(); ++i) scale(history[i]);
 }
 
 }  // namespace
@@ -56,18 +79,21 @@ void apply_penalties(RowStep& row) {
   const RequestParams& p = row.params();
   if (p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f)
     return;
-  if (row.has_kept_counts) return apply_kept_penalties(row);
-  const std::span<const TokenCount> counts = count_tokens(row);
-  row.backend.apply_penalties(row.logits.data(), counts, p.repetition_penalty, p.frequency_penalty,
+  if (p.repetition_penalty != 1.0f) {
+    if (row.has_kept_counts)
+      row.record_bad_value(
+          row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),
+                                             row.kept_seen.data(), p.repetition_penalty),
+          "repetition_penalty");
+    else
+      apply_repetition_from_batch(row, p.repetition_penalty);
+  }
+  if (p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
+  // A repetition factor of 1 is an exact identity: frequency and presence alone.
+  const std::span<const TokenCount> counts =
+      row.has_kept_counts ? row.kept_output_counts : count_history(row);
+  row.backend.apply_penalties(row.logits.data(), counts, 1.0f, p.frequency_penalty,
                               p.presence_penalty);
-  // Only a repetition_penalty < 1 can raise a finite logit to +inf (frequency and presence
-  // terms are too small to reach it), and only at the touched tokens.
-  if (p.repetition_penalty < 1.0f)
-    for (const TokenCount& c : counts)
-      if (row.logits[c.token_id] == std::numeric_limits<float>::infinity()) {
-        row.record_bad_value(c.token_id, "repetition_penalty");
-        return;
-      }
 }
 
 }  // namespace lastmile::detail

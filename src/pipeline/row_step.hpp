@@ -40,7 +40,8 @@ struct RowScratch {
   std::vector<uint64_t> sort_keys;
   std::vector<float> saved;  // allowed ids' values while the row is masked
   std::vector<TokenCount> token_counts;
-  std::vector<int64_t> history_keys;  // token_id * 2 + (1 if output), for counting
+  std::vector<int64_t> history_keys;  // history token ids, sorted for counting
+  std::vector<uint64_t> seen;         // penalties' token bitmap; all zero between rows
 
   void reserve(int64_t vocab_size);
   SortScratch sort() { return {sort_ids, sort_values, sort_keys}; }
@@ -98,6 +99,7 @@ struct RowStep {
   // Records a NaN / +inf at `token_id` (>= 0) made by `made_by`; false when token_id < 0.
   bool record_bad_value(int64_t token_id, const char* made_by) {
     if (token_id < 0) return false;
+    if (failed()) return true;  // the first cause is the one reported
     failure = {token_id, made_by, std::isnan(logits[static_cast<size_t>(token_id)])};
     return true;
   }
