@@ -130,7 +130,7 @@ typedef struct lastmile_logits {
   int32_t dtype; /* a lastmile_dtype */
   int64_t num_rows;
   int64_t vocab_size;
-  int64_t row_stride; /* elements between row starts, >= vocab_size */
+  int64_t row_stride; /* elements between row starts, >= vocab_size; 0: vocab_size (packed) */
 } lastmile_logits;
 
 /* What a sample or step returned. The pointers live in the handle until its next sample, step
@@ -189,6 +189,8 @@ int64_t lastmile_request_batch_size(const lastmile_request_batch* batch); /* -1 
 /* *request_id lives until the batch changes. */
 lastmile_status lastmile_request_batch_request_id(lastmile_request_batch* batch, int64_t row,
                                                   const char** request_id);
+/* The tokens sampled for the request so far; *token_ids lives until the batch's next step,
+ * remove, reorder or destroy. */
 lastmile_status lastmile_request_batch_output_token_ids(lastmile_request_batch* batch,
                                                         const char* request_id,
                                                         const int32_t** token_ids,

@@ -6,13 +6,16 @@
 namespace lastmile::capi {
 namespace {
 
-// A C array: NULL is fine only when empty.
+// A C array: NULL is fine only when empty. `count_name`: the count field's name after "num_"
+// when it differs from the array's (logit_bias_token_ids / _values share num_logit_bias).
 template <typename T>
-std::span<const T> array(const std::string& who, const char* field, const T* data, int64_t size) {
+std::span<const T> array(const std::string& who, const char* field, const T* data, int64_t size,
+                         const char* count_name = nullptr) {
+  const std::string count = std::string("num_") + (count_name ? count_name : field);
   if (size < 0)
-    throw InvalidArgument(who + ": num_" + field + " must be >= 0, got " + std::to_string(size));
+    throw InvalidArgument(who + ": " + count + " must be >= 0, got " + std::to_string(size));
   if (size > 0 && data == nullptr)
-    throw InvalidArgument(who + ": " + field + " is NULL but num_" + field + " is " +
+    throw InvalidArgument(who + ": " + field + " is NULL but " + count + " is " +
                           std::to_string(size));
   return {data, static_cast<size_t>(size)};
 }
@@ -76,8 +79,10 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
   p.presence_penalty = r.presence_penalty;
   p.frequency_penalty = r.frequency_penalty;
   p.repetition_penalty = r.repetition_penalty;
-  const auto bias_ids = array(who, "logit_bias", r.logit_bias_token_ids, r.num_logit_bias);
-  const auto bias_values = array(who, "logit_bias", r.logit_bias_values, r.num_logit_bias);
+  const auto bias_ids =
+      array(who, "logit_bias_token_ids", r.logit_bias_token_ids, r.num_logit_bias, "logit_bias");
+  const auto bias_values =
+      array(who, "logit_bias_values", r.logit_bias_values, r.num_logit_bias, "logit_bias");
   p.logit_bias.resize(bias_ids.size());
   for (size_t i = 0; i < bias_ids.size(); ++i) p.logit_bias[i] = {bias_ids[i], bias_values[i]};
   if (r.has_allowed_token_ids) {
