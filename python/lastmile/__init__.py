@@ -16,6 +16,8 @@ Examples
 
 from __future__ import annotations
 
+import collections.abc as abc
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Union
@@ -118,13 +120,55 @@ def _check_mode(name: str, mode: str) -> str:
     return mode
 
 
+def _integer(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    return int(value)
+
+
 def _config(vocab_size, max_batch, logprobs_mode, threads, seed, backend):
     _check_mode("logprobs_mode", logprobs_mode)
-    if threads is None:
-        threads = 0
+    threads = 0 if threads is None else _integer("threads", threads)
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
-    return (int(vocab_size), int(max_batch), logprobs_mode, int(threads), int(seed), backend)
+    seed = _integer("seed", seed)
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"seed must fit 64 bits, got {seed}")
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a str, got {type(backend).__name__}")
+    return (_integer("vocab_size", vocab_size), _integer("max_batch", max_batch), logprobs_mode,
+            threads, seed % 2**64, backend)  # negative seeds: their two's complement
+
+
+def _requests(requests: Any) -> list:
+    if isinstance(requests, (str, bytes, abc.Mapping)) or not isinstance(requests, abc.Sequence):
+        raise TypeError(
+            f"requests must be a list of SamplingParams or dicts, got {type(requests).__name__}")
+    for i, r in enumerate(requests):
+        _check_request(f"request {i}", r)
+    # The extension reads dicts as dicts and anything else by attribute: other mappings become dicts.
+    return [dict(r) if isinstance(r, abc.Mapping) and not isinstance(r, dict) else r
+            for r in requests]
+
+
+def _check_request(who: str, request: Any) -> None:
+    # Other objects would be read by attribute, silently neutral where a name differs (vLLM's
+    # own SamplingParams spells bad words as strings and keeps EOS apart): refuse them.
+    if not isinstance(request, (SamplingParams, abc.Mapping)):
+        raise TypeError(
+            f"{who}: expected a lastmile.SamplingParams or a dict, got {type(request).__name__}")
+
+
+_ARRAY_HINT = ("a 2-D CPU array [num_rows, vocab_size] of float32, float16 or bfloat16 "
+               "(numpy, torch, or anything with __dlpack__ / the buffer protocol)")
+
+
+def _logits_type_error(logits: Any, error: TypeError) -> TypeError:
+    if "incompatible function arguments" not in str(error):
+        return error
+    dtype = getattr(logits, "dtype", None)
+    got = type(logits).__name__ + (f" of {dtype}" if dtype is not None else "")
+    return TypeError(f"logits: expected {_ARRAY_HINT}, got {got}")
 
 
 class Sampler:
@@ -222,17 +266,23 @@ class Sampler:
             A request field out of range, naming request and field, e.g.
             ``request 3: top_p must be in (0, 1], got 1.5``.
         InvalidLogits
-            Logits holding NaN / +inf, or of the wrong width or row count.
+            Logits holding NaN / +inf, of the wrong width, or more rows than ``max_batch``.
+            (A request count that differs from the row count is an ``InvalidArgument``.)
         TypeError, ValueError
             Logits of the wrong type, shape, dtype, device or layout; a field of the wrong type.
         """
         if logprobs_mode is not None:
             _check_mode("logprobs_mode", logprobs_mode)
-        return _output(
-            self._impl.sample(
-                logits, requests, predict_bonus_token, logprobs_mode, num_logprobs, dtype
+        if num_logprobs is not None:
+            num_logprobs = _integer("num_logprobs", num_logprobs)
+        requests = _requests(requests)
+        try:
+            raw = self._impl.sample(
+                logits, requests, bool(predict_bonus_token), logprobs_mode, num_logprobs, dtype
             )
-        )
+        except TypeError as e:
+            raise _logits_type_error(logits, e) from None
+        return _output(raw)
 
 
 class RequestBatch:
@@ -268,6 +318,7 @@ class RequestBatch:
         self, request_id: str, params: Request, prompt_token_ids: Optional[Sequence[int]] = None
     ) -> None:
         """Appends a request as the last row; ``prompt_token_ids`` overrides the params' own."""
+        _check_request(f"request '{request_id}'", params)
         self._impl.add(request_id, params, prompt_token_ids)
 
     def remove(self, request_id: str) -> None:
@@ -280,7 +331,10 @@ class RequestBatch:
 
     def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:
         """Samples row i for ``request_ids()[i]`` and appends each token to its request."""
-        return _output(self._impl.step(logits, dtype))
+        try:
+            return _output(self._impl.step(logits, dtype))
+        except TypeError as e:
+            raise _logits_type_error(logits, e) from None
 
     def request_ids(self) -> list:
         """The request ids in row order."""

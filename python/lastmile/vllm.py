@@ -97,7 +97,23 @@ def _apply_processor(proc: Any, requests: List[dict], outputs: List[list]) -> No
         )
 
 
-def _requests(metadata: Any, num_rows: int, vocab_size: int) -> List[dict]:
+_PLACEHOLDER = -1  # async scheduling's not-yet-known output token (spec §7.1)
+
+
+def _bad_words_with_placeholders(words: List[List[int]], history: List[int]) -> List[List[int]]:
+    """vLLM's rule on a history holding placeholders: a word's last token is banned iff its
+    prefix ends the history, and a placeholder matches nothing. Returned as single-token words
+    (always banned), since lastmile's histories cannot carry placeholders."""
+    banned = []
+    for word in words:
+        prefix = list(word[:-1])
+        if len(prefix) <= len(history) and history[len(history) - len(prefix):] == prefix:
+            banned.append([word[-1]])
+    return banned
+
+
+def _requests(metadata: Any, num_rows: int, vocab_size: int,
+              predict_bonus_token: bool) -> List[dict]:
     outputs = [list(o) for o in (metadata.output_token_ids or [[] for _ in range(num_rows)])]
     temperature = None if metadata.all_greedy else _list(metadata.temperature)
     top_p, top_k = _list(metadata.top_p), _list(metadata.top_k)
@@ -110,7 +126,10 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int) -> List[dict]:
     generators = getattr(metadata, "generators", None) or {}
     requests: List[dict] = []
     for row in range(num_rows):
-        r: dict = {"output_token_ids": outputs[row]}
+        # Placeholders count for nothing (penalties ignore them, spec §7.1) but keep min_tokens'
+        # length; they are dropped from the history lastmile sees.
+        known = [t for t in outputs[row] if t != _PLACEHOLDER]
+        r: dict = {"output_token_ids": known}
         t = 0.0 if temperature is None else float(temperature[row])
         r["temperature"] = t if t >= _GREEDY_EPS else 0.0  # greedy sentinels: 0.0 or -1.0
         if top_p is not None:
@@ -127,10 +146,16 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int) -> List[dict]:
                 r["prompt_token_ids"] = [int(i) for i in _list(ids) if int(i) != vocab_size]
         if mask is not None and bool(mask[row].any()):  # True = forbidden
             r["allowed_token_ids"] = torch.nonzero(~mask[row]).reshape(-1).tolist()
-        if row in bad_words:
-            r["bad_words_token_ids"] = [list(w) for w in bad_words[row]]
+        drafts = list(spec[row]) if spec is not None else []
+        known_drafts = [t for t in drafts if t != _PLACEHOLDER]
         if spec is not None:
-            r["spec_token_ids"] = list(spec[row])
+            r["spec_token_ids"] = known_drafts
+        if row in bad_words:
+            words = [list(w) for w in bad_words[row]]
+            if len(known) != len(outputs[row]) or len(known_drafts) != len(drafts):
+                history = outputs[row] + (drafts if predict_bonus_token else [])
+                words = _bad_words_with_placeholders(words, history)
+            r["bad_words_token_ids"] = words
         if row in explicit:
             r["logprob_token_ids"] = list(explicit[row])
         if row in generators:  # one key per call, drawn from the row's own generator
@@ -194,18 +219,30 @@ class Sampler:
         if logits.dim() != 2:
             raise ValueError(f"logits: expected 2 dimensions [num_rows, vocab_size], got {logits.dim()}")
         md = sampling_metadata
-        requests = _requests(md, num_rows, vocab_size)
+        requests = _requests(md, num_rows, vocab_size, predict_bonus_token)
         out = self._sampler(num_rows, vocab_size).sample(
             logits.detach(),
             requests,
             predict_bonus_token=predict_bonus_token,
-            logprobs_mode=logprobs_mode_override,
+            logprobs_mode=self._active_mode(logprobs_mode_override),
             num_logprobs=md.max_num_logprobs,
         )
         sampled = torch.from_numpy(out.sampled_token_ids).reshape(-1, 1)
         return SamplerOutput(sampled, self._logprobs(out, md.max_num_logprobs))
 
     __call__ = forward
+
+    def _active_mode(self, override: Optional[str]) -> str:
+        """vLLM applies an override only to step 1's raw modes (spec §3.3): a processed sampler
+        keeps its mode, and a raw sampler overridden to a processed mode has no tensor at all."""
+        mode = self.logprobs_mode
+        if override is None or mode.startswith("processed"):
+            return mode
+        if override.startswith("processed"):
+            raise ValueError(
+                f"logprobs_mode_override={override!r} on a {mode!r} sampler: vLLM leaves the "
+                "logprobs tensor unset in this case (spec §3.3)")
+        return override
 
     @staticmethod
     def _logprobs(out: Any, max_num_logprobs: Optional[int]) -> Optional[LogprobsTensors]:

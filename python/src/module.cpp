@@ -93,6 +93,9 @@ class PySampler {
   std::mutex mutex_;
 };
 
+// The same rule as PySampler: the mutex is only ever taken with the GIL released (taking it
+// while holding the GIL could deadlock against a step() that holds it and waits for the GIL).
+// Methods with only C++ arguments are bound with a gil_scoped_release call guard.
 class PyRequestBatch {
  public:
   PyRequestBatch(int64_t vocab_size, int64_t max_batch, const std::string& logprobs_mode,
@@ -108,8 +111,9 @@ class PyRequestBatch {
     if (!output.empty() || !spec.empty() || request.step)
       throw nb::value_error(
           (who + ": output_token_ids, spec_token_ids and step are kept by the batch").c_str());
-    std::vector<TokenId> ids =
+    const std::vector<TokenId> ids =
         prompt.is_none() ? params_prompt : read_token_ids(prompt, who, "prompt_token_ids");
+    nb::gil_scoped_release release;
     std::lock_guard lock(mutex_);
     batch_.add(id, request.params, ids);
   }
@@ -130,7 +134,7 @@ class PyRequestBatch {
       lock.lock();
       out = &batch_.step(view);
     }
-    return to_python(*out, vocab_size_);
+    return to_python(*out, vocab_size_);  // the lock is still held: the output stays valid
   }
   std::vector<std::string> request_ids() {
     std::lock_guard lock(mutex_);
@@ -217,12 +221,15 @@ NB_MODULE(_lastmile, m) {
       .def(nb::init<int64_t, int64_t, const std::string&, int, uint64_t, const std::string&>(),
            "vocab_size"_a, "max_batch"_a, "logprobs_mode"_a, "threads"_a, "seed"_a, "backend"_a)
       .def("add", &PyRequestBatch::add, "request_id"_a, "params"_a, "prompt_token_ids"_a.none())
-      .def("remove", &PyRequestBatch::remove, "request_id"_a)
-      .def("reorder", &PyRequestBatch::reorder, "request_ids"_a)
+      .def("remove", &PyRequestBatch::remove, "request_id"_a,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("reorder", &PyRequestBatch::reorder, "request_ids"_a,
+           nb::call_guard<nb::gil_scoped_release>())
       .def("step", &PyRequestBatch::step, "logits"_a, "dtype"_a.none())
-      .def("request_ids", &PyRequestBatch::request_ids)
-      .def("output_token_ids", &PyRequestBatch::output_token_ids, "request_id"_a)
-      .def("size", &PyRequestBatch::size)
+      .def("request_ids", &PyRequestBatch::request_ids, nb::call_guard<nb::gil_scoped_release>())
+      .def("output_token_ids", &PyRequestBatch::output_token_ids, "request_id"_a,
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("size", &PyRequestBatch::size, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("backend_name", &PyRequestBatch::backend_name);
 
   // The address the sampler reads for these logits: tests check that no copy is made.

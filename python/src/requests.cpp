@@ -213,7 +213,18 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
       type_error(who, "logit_bias", "a dict {token_id: bias}", bias);
     for (auto [key, value] : nb::borrow<nb::dict>(bias)) {
       // Keys may be ints or decimal strings (JSON objects, as in the golden cases).
-      nb::object id = nb::isinstance<nb::str>(key) ? nb::int_(key) : nb::borrow(key);
+      nb::object id = nb::borrow(key);
+      if (nb::isinstance<nb::str>(key)) {
+        try {
+          id = nb::int_(key);
+        } catch (const nb::python_error&) {
+          throw nb::value_error((who +
+                                 ": logit_bias keys must be token ids (ints or decimal "
+                                 "strings), got '" +
+                                 nb::cast<std::string>(key) + "'")
+                                    .c_str());
+        }
+      }
       const int64_t token = as_integer(id, who, "logit_bias key");
       if (token < 0 || token > std::numeric_limits<int32_t>::max())
         throw nb::value_error(

@@ -1,5 +1,7 @@
 """lastmile.RequestBatch from Python: state kept across steps, equal to the stateless sampler."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -50,3 +52,35 @@ def test_add_remove_reorder_and_errors():
     with pytest.raises(lastmile.InvalidArgument,
                        match=r"batch: requests must hold one entry per logits row \(2\), got 1"):
         batch.step(np.zeros((2, 3), np.float32))  # one request, two rows
+
+
+def test_one_thread_steps_while_another_reads_the_batch():
+    # Every method takes the batch's lock with the GIL released: no lock-order deadlock.
+    batch = lastmile.RequestBatch(3, 1, threads=1, seed=0)
+    batch.add("a", {"temperature": 1.0})
+    logits = np.zeros((1, 3), np.float32)
+    errors = []
+
+    def stepping():
+        try:
+            for _ in range(2000):
+                batch.step(logits)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def reading():
+        try:
+            for _ in range(2000):
+                assert len(batch) == 1 and batch.request_ids() == ["a"]
+                batch.output_token_ids("a")
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=stepping), threading.Thread(target=reading)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "deadlock"
+    assert not errors
+    assert len(batch.output_token_ids("a")) == 2000

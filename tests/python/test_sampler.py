@@ -139,7 +139,14 @@ def test_invalid_requests_raise_invalid_argument(request_fields, message):
     (lambda s: s.sample(LOGITS, [{"prompt_token_ids": [1, -2]}, {}]), ValueError,
      "request 0: prompt_token_ids[1] must be a token id >= 0, got -2"),
     (lambda s: s.sample(LOGITS, {"temperature": 0.0}), TypeError,
-     "sample: requests must be a list of SamplingParams or dicts, got dict"),
+     "requests must be a list of SamplingParams or dicts, got dict"),
+    (lambda s: s.sample(LOGITS, [{}, object()]), TypeError,
+     "request 1: expected a lastmile.SamplingParams or a dict, got object"),
+    (lambda s: s.sample(LOGITS.tolist(), GREEDY), TypeError,
+     "logits: expected a 2-D CPU array [num_rows, vocab_size] of float32, float16 or bfloat16 "
+     "(numpy, torch, or anything with __dlpack__ / the buffer protocol), got list"),
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {"a": 1.0}}, {}]), ValueError,
+     "request 0: logit_bias keys must be token ids (ints or decimal strings), got 'a'"),
     (lambda s: s.sample(LOGITS, [{}]), lastmile.InvalidArgument,
      "batch: requests must hold one entry per logits row (2), got 1"),
     (lambda s: s.sample(np.full((2, VOCAB), np.nan, np.float32), GREEDY), lastmile.InvalidLogits,
@@ -162,6 +169,14 @@ def test_wrong_object_is_a_type_error():
 def test_bad_config():
     with pytest.raises(lastmile.InvalidArgument, match="config: vocab_size must be >= 1, got 0"):
         lastmile.Sampler(0, 1)
+    with pytest.raises(TypeError, match="vocab_size must be an int, got float"):
+        lastmile.Sampler(4.7, 1)
+    with pytest.raises(ValueError, match="seed must fit 64 bits"):
+        lastmile.Sampler(4, 1, seed=2**64)
+    # Negative seeds are their two's complement, as in the case reader.
+    a = lastmile.Sampler(VOCAB, 2, seed=-5, threads=1).sample(LOGITS, [{}, {}])
+    b = lastmile.Sampler(VOCAB, 2, seed=2**64 - 5, threads=1).sample(LOGITS, [{}, {}])
+    np.testing.assert_array_equal(a.sampled_token_ids, b.sampled_token_ids)
 
 
 def test_two_threads_sample_at_once_on_their_own_samplers():

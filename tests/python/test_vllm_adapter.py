@@ -197,3 +197,33 @@ def test_unknown_processor_and_bad_tensors_are_refused(logits):
         Sampler().forward(logits[0], metadata(1))
     with pytest.raises(TypeError, match="logits must be a torch.Tensor"):
         Sampler().forward(logits.numpy(), metadata(4))
+
+
+def test_async_placeholders_count_for_nothing(logits):
+    top = int(logits[0].argmax())
+    # Repetition 100 on a known token (the top one); the -1 placeholder is ignored, not an error.
+    md = metadata(1, no_penalties=False, prompt_token_ids=torch.full((1, 1), V),
+                  repetition_penalties=torch.tensor([100.0]), output_token_ids=[[top, -1]])
+    assert float(logits[0, top]) > 0
+    assert int(Sampler().forward(logits[:1], md).sampled_token_ids) == \
+        int(vllm_greedy(logits[:1], metadata(1, no_penalties=False,
+                                             prompt_token_ids=torch.full((1, 1), V),
+                                             repetition_penalties=torch.tensor([100.0]),
+                                             output_token_ids=[[top]]))[0]) != top
+    # A placeholder ends the history: the bad word [top_prefix, top] cannot match after it.
+    md = metadata(1, output_token_ids=[[3, -1]], bad_words_token_ids={0: [[3, top], [top]]})
+    out = Sampler().forward(logits[:1], md)
+    assert int(out.sampled_token_ids) == int(vllm_greedy(logits[:1], metadata(
+        1, output_token_ids=[[3, 99]], bad_words_token_ids={0: [[top]]}))[0])
+
+
+def test_logprobs_mode_override_applies_to_raw_modes_only(logits):
+    md = metadata(4, max_num_logprobs=-1)
+    raw = Sampler("raw_logprobs").forward(logits, md, logprobs_mode_override="raw_logits")
+    assert torch.equal(raw.logprobs_tensors.logprobs, logits)
+    processed = Sampler("processed_logprobs").forward(logits, md,
+                                                      logprobs_mode_override="processed_logits")
+    torch.testing.assert_close(processed.logprobs_tensors.logprobs,
+                               torch.log_softmax(logits, dim=-1), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"vLLM leaves the logprobs tensor unset"):
+        Sampler("raw_logprobs").forward(logits, md, logprobs_mode_override="processed_logits")
