@@ -265,12 +265,21 @@ class CpuBackend final : public Backend {
     const auto inv_sum = static_cast<float>(1.0 / total);
     constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
     constexpr size_t kBuckets = (0x3f800000u >> kShift) + 1;
-    static thread_local double mass[kBuckets];
+    // Two interleaved histograms, merged after: neighbouring tokens often share a bucket, and
+    // one histogram would chain each add on the previous store.
+    static thread_local double histograms[2][kBuckets];
+    double* const mass = histograms[0];
+    double* const odd = histograms[1];
     std::fill(mass, mass + kBuckets, 0.0);
-    for (size_t i = 0; i < size; ++i) {
-      const float q = w[i] * inv_sum;
-      mass[std::bit_cast<uint32_t>(q) >> kShift] += q;
+    std::fill(odd, odd + kBuckets, 0.0);
+    size_t i = 0;
+    for (; i + 2 <= size; i += 2) {
+      const float q0 = w[i] * inv_sum, q1 = w[i + 1] * inv_sum;
+      mass[std::bit_cast<uint32_t>(q0) >> kShift] += q0;
+      odd[std::bit_cast<uint32_t>(q1) >> kShift] += q1;
     }
+    if (i < size) mass[std::bit_cast<uint32_t>(w[i] * inv_sum) >> kShift] += w[i] * inv_sum;
+    for (size_t b = 0; b < kBuckets; ++b) mass[b] += odd[b];
     const float cut = 1.0f - top_p;
     double cumulative = 0;
     size_t key = 0;
