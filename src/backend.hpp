@@ -31,7 +31,11 @@ struct SortScratch {
   std::span<int32_t> ids;
   std::span<float> values;
   std::span<uint64_t> keys;
+  std::span<double> histogram;  // kHistogramSize entries (the cpu backend's top-p masses)
 };
+
+// Entries of SortScratch::histogram: two histograms of 64 buckets per octave of [0, 1].
+inline constexpr size_t kHistogramSize = 2 * ((0x3f800000u >> 17) + 1);
 
 class Backend {
  public:

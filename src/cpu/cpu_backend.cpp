@@ -267,9 +267,9 @@ class CpuBackend final : public Backend {
     constexpr size_t kBuckets = (0x3f800000u >> kShift) + 1;
     // Two interleaved histograms, merged after: neighbouring tokens often share a bucket, and
     // one histogram would chain each add on the previous store.
-    static thread_local double histograms[2][kBuckets];
-    double* const mass = histograms[0];
-    double* const odd = histograms[1];
+    static_assert(2 * kBuckets == kHistogramSize);
+    double* const mass = scratch.histogram.data();
+    double* const odd = mass + kBuckets;
     std::fill(mass, mass + kBuckets, 0.0);
     std::fill(odd, odd + kBuckets, 0.0);
     size_t i = 0;

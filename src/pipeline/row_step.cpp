@@ -11,6 +11,7 @@ void RowScratch::reserve(int64_t vocab_size) {
   if (sort_values.size() < n + kSortSlack) sort_values.resize(n + kSortSlack);
   if (sort_ids.size() < n + kSortSlack) sort_ids.resize(n + kSortSlack);
   if (sort_keys.size() < n) sort_keys.resize(n);
+  if (histogram.size() < kHistogramSize) histogram.resize(kHistogramSize);
   if (seen.size() < (n + 63) / 64) seen.assign((n + 63) / 64, 0);
 }
 

@@ -44,7 +44,8 @@ struct RowScratch {
   std::vector<uint64_t> seen;         // penalties' token bitmap; all zero between rows
 
   void reserve(int64_t vocab_size);
-  SortScratch sort() { return {sort_ids, sort_values, sort_keys}; }
+  std::vector<double> histogram;
+  SortScratch sort() { return {sort_ids, sort_values, sort_keys, histogram}; }
   // Step 7d's survivor list for step 7e (Backend::apply_top_k_top_p); set by 7d for every row.
   size_t listed_survivors = kNotListed;
   // Room for the longest history and whitelist of a batch, whichever worker gets that row.

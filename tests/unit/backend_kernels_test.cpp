@@ -44,10 +44,12 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
     ids_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0);
     values_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0.0f);
     keys_.assign(static_cast<size_t>(n()), 0);
-    return {ids_, values_, keys_};
+    histogram_.assign(lastmile::detail::kHistogramSize, 0.0);
+    return {ids_, values_, keys_, histogram_};
   }
 
  private:
+  std::vector<double> histogram_;
   std::vector<int32_t> ids_;
   std::vector<float> values_;
   std::vector<uint64_t> keys_;

@@ -24,11 +24,13 @@ struct Scratch {
   std::vector<int32_t> ids;
   std::vector<float> values;
   std::vector<uint64_t> keys;
+  std::vector<double> histogram;
   SortScratch get(size_t n) {
     ids.assign(n + lastmile::detail::kSortSlack, 0);
     values.assign(n + lastmile::detail::kSortSlack, 0.0f);
     keys.assign(n, 0);
-    return {ids, values, keys};
+    histogram.assign(lastmile::detail::kHistogramSize, 0.0);
+    return {ids, values, keys, histogram};
   }
 };
 
