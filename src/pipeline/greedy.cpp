@@ -1,5 +1,5 @@
 // Step 7a — greedy argmax (spec §7a, §8.1), on the step-6 logits before temperature.
-// Lowest index among equal maxima (PyTorch's argmax). Skipped for all-random batches. A greedy
+// Lowest index among equal maxima (PyTorch's argmax), computed for greedy rows only. A greedy
 // row that steps 3-6 leave alone and whose logprobs nobody reads takes its argmax straight from
 // the caller's float32 row: steps 2-7a in one checked read, the same token.
 #include "pipeline/steps.hpp"

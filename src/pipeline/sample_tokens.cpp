@@ -7,7 +7,9 @@
 namespace lastmile::detail {
 
 void sample_tokens(RowStep& row) {
-  if (!row.plan.all_random) take_greedy_token(row);
+  // vLLM argmaxes every row of a batch that is not all random and merges; only greedy rows keep
+  // the argmax, so only they compute it.
+  if (row.sampling.greedy) take_greedy_token(row);
   // A greedy row has its token; steps 7b-e matter for it only through processed logprobs.
   const bool processed_read = row.plan.needs_logprobs() && !row.plan.raw_mode();
   if (row.plan.all_greedy || (row.sampling.greedy && !processed_read)) {
