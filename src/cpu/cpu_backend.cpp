@@ -138,25 +138,8 @@ class CpuBackend final : public Backend {
     const size_t dense = static_cast<size_t>(n) / 8;
     const size_t alive = cpu::compress_at_least(x, static_cast<size_t>(n), kNegInf, true,
                                                 scratch.ids.data(), scratch.values.data(), dense);
-    if (alive == 0) return 0;
     if (alive > dense) return draw_dense(x, n, u, scratch);
-    // The oracle's walk restricted to the finite entries: the same terms in the same (id) order,
-    // so the same token.
-    const float* v = scratch.values.data();
-    const float max = *std::max_element(v, v + alive);
-    double total = 0;
-    for (size_t i = 0; i < alive; ++i) total += std::exp(v[i] - max);
-    const double target = u * total;
-    double cumulative = 0;
-    TokenId last_kept = 0;
-    for (size_t i = 0; i < alive; ++i) {
-      const float weight = std::exp(v[i] - max);
-      if (weight == 0.0f) continue;
-      cumulative += weight;
-      last_kept = scratch.ids[i];
-      if (cumulative > target) return scratch.ids[i];
-    }
-    return last_kept;
+    return draw_listed(x, u, scratch, alive);  // the finite entries, listed in id order
   }
 
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,
@@ -195,8 +178,9 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  // The survivors walk over apply_top_k_top_p's list: x at the listed ids (top-p's masks read
-  // as -inf, adding exact zeros) in id order, the same terms as the full walk, the same token.
+  // The oracle's walk restricted to a list of ids in id order (apply_top_k_top_p's survivors, or
+  // the finite entries): x at the listed ids, where -inf entries (top-p's masks) add exact zeros,
+  // so the same terms as the full walk and the same token. An empty or all -inf list gives 0.
   static TokenId draw_listed(const float* x, double u, SortScratch scratch, size_t listed) {
     float max = kNegInf;
     for (size_t i = 0; i < listed; ++i) max = std::max(max, x[scratch.ids[i]]);

@@ -1,5 +1,5 @@
-// lastmile — CPU kernels (Highway, runtime dispatch). Plain functions, no vector types here.
-// The fast CPU backend (issue #3) grows from this file; today it holds the read roofline.
+// lastmile — CPU kernels (Highway, runtime dispatch). Plain functions, no vector types here:
+// reductions (reduce.cpp, also the bench's read roofline) and row passes (row_ops.cpp).
 #pragma once
 
 #include <cstddef>
@@ -17,10 +17,6 @@ uint16_t row_max_bits16(const uint16_t* x, size_t n);
 
 // The Highway target dispatch picks on this machine, e.g. "AVX3".
 const char* dispatch_target_name();
-
-}  // namespace lastmile::cpu
-
-namespace lastmile::cpu {
 
 // Row passes (row_ops.cpp). n may be 0 unless said; none allocates.
 int64_t copy_checked(const float* src, float* dst, size_t n);           // first NaN / +inf, or -1

@@ -28,16 +28,21 @@ int64_t first_bad(const float* x, size_t from, size_t n) {
   return -1;
 }
 
+// Lanes holding NaN or +inf: what the checked passes accumulate, first_bad's rule per lane.
+template <class D, class V>
+HWY_INLINE auto NaNOrPositiveInf(D d, V v) {
+  return hn::Or(hn::IsNaN(v), hn::Eq(v, hn::Set(d, kInf)));
+}
+
 // dst = src; returns the first index holding NaN or +inf, or -1. Exact.
 int64_t copy_checked(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const auto inf = hn::Set(d, kInf);
   auto bad = hn::FirstN(d, 0);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, src + i);
-    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
     hn::StoreU(v, d, dst + i);
   }
   for (; i < n; ++i) dst[i] = src[i];
@@ -51,13 +56,12 @@ int64_t widen_bf16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT
   const hn::RebindToUnsigned<decltype(d)> du32;
   const hn::Rebind<uint16_t, decltype(d)> du16;
   const size_t lanes = hn::Lanes(d);
-  const auto inf = hn::Set(d, kInf);
   auto bad = hn::FirstN(d, 0);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)));
     const auto v = hn::BitCast(d, bits);
-    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
     hn::StoreU(v, d, dst + i);
   }
   for (; i < n; ++i) {
@@ -77,7 +81,6 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
-  const auto inf = hn::Set(d, kInf);
   auto bad = hn::FirstN(d, 0);
   auto best = hn::Set(d, -kInf);
   auto best_index = hn::Zero(di);
@@ -86,7 +89,7 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, x + i);
-    if constexpr (kCheck) bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    if constexpr (kCheck) bad = hn::Or(bad, NaNOrPositiveInf(d, v));
     const auto better = hn::Gt(v, best);
     best = hn::IfThenElse(better, v, best);
     best_index = hn::IfThenElse(hn::RebindMask(di, better), index, best_index);
@@ -116,13 +119,12 @@ int64_t widen_f16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT 
   const hn::ScalableTag<float> d;
   const hn::Rebind<hwy::float16_t, decltype(d)> df16;
   const size_t lanes = hn::Lanes(d);
-  const auto inf = hn::Set(d, kInf);
   auto bad = hn::FirstN(d, 0);
   const auto* halves = reinterpret_cast<const hwy::float16_t*>(src);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::PromoteTo(d, hn::LoadU(df16, halves + i));
-    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
     hn::StoreU(v, d, dst + i);
   }
   if (i < n) {  // the tail through a padded vector: never read past n
@@ -152,12 +154,11 @@ int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vt = hn::Set(d, t);
-  const auto inf = hn::Set(d, kInf);
   auto bad = hn::FirstN(d, 0);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto q = hn::Div(hn::LoadU(d, x + i), vt);
-    bad = hn::Or(bad, hn::Or(hn::IsNaN(q), hn::Eq(q, inf)));
+    bad = hn::Or(bad, NaNOrPositiveInf(d, q));
     hn::StoreU(q, d, x + i);
   }
   for (; i < n; ++i) x[i] /= t;
@@ -207,12 +208,11 @@ int64_t apply_repetition_dense(float* HWY_RESTRICT x, size_t n, const uint64_t* 
 int64_t find_nan_or_inf(const float* HWY_RESTRICT x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const auto inf = hn::Set(d, kInf);
   auto bad = hn::FirstN(d, 0);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, x + i);
-    bad = hn::Or(bad, hn::Or(hn::IsNaN(v), hn::Eq(v, inf)));
+    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
   }
   return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
