@@ -107,6 +107,12 @@ inline std::string describe(const Backend& backend) {
   return std::string(backend.name()) + " (" + std::string(backend.description()) + ")";
 }
 
+// The bitmap Backend::apply_repetition_dense reads: bit id % 64 of word id / 64.
+inline size_t seen_words(int64_t vocab_size) { return static_cast<size_t>((vocab_size + 63) / 64); }
+inline void mark_seen(std::span<uint64_t> seen, TokenId id) {
+  seen[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+}
+
 // The scalar oracle.
 const Backend& reference_backend();
 // Highway SIMD and selection instead of sorting (src/cpu/).

@@ -25,9 +25,8 @@ struct KeptRequest {
   std::vector<TokenCount> output_counts;            // one entry per distinct output token
   std::unordered_map<TokenId, uint32_t> output_of;  // token id -> index in output_counts
 
-  void mark_seen(TokenId id) { seen[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64); }
   void add_output(TokenId id) {
-    mark_seen(id);
+    mark_seen(seen, id);
     auto [it, inserted] = output_of.try_emplace(id, static_cast<uint32_t>(output_counts.size()));
     if (inserted) output_counts.push_back({id, 0, false});
     ++output_counts[it->second].output_count;
@@ -51,8 +50,8 @@ class RequestBatchImpl {
     request->id = std::string(id);
     request->prompt.assign(prompt.begin(), prompt.end());
     request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_++);
-    request->seen.assign(static_cast<size_t>((config.vocab_size + 63) / 64), 0);
-    for (TokenId t : prompt) request->mark_seen(t);
+    request->seen.assign(seen_words(config.vocab_size), 0);
+    for (TokenId t : prompt) mark_seen(request->seen, t);
     requests_.push_back(std::move(request));
     batch_.requests.emplace_back().params = params;
   }

@@ -10,7 +10,7 @@ namespace lastmile::detail {
 void apply_logit_bias(RowStep& row) {
   for (const auto& [token_id, bias] : row.params().logit_bias) {
     row.logits[token_id] += bias;
-    if (row.logits[token_id] == std::numeric_limits<float>::infinity() && !row.failed())
+    if (row.logits[token_id] == std::numeric_limits<float>::infinity())
       row.record_bad_value(token_id, "logit_bias");  // finite + finite overflowed
   }
 }

@@ -46,11 +46,8 @@ std::span<const TokenCount> count_history(RowStep& row) {
 void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
   std::vector<uint64_t>& seen = row.scratch.seen;
   const History history = row.history();
-  const auto mark = [&](TokenId id) {
-    seen[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
-  };
-  for (TokenId id : row.request.prompt_token_ids) mark(id);
-  for (size_t i = 0; i < history.size(); ++i) mark(history[i]);
+  for (TokenId id : row.request.prompt_token_ids) mark_seen(seen, id);
+  for (size_t i = 0; i < history.size(); ++i) mark_seen(seen, history[i]);
   const size_t tokens = row.request.prompt_token_ids.size() + history.size();
   if (tokens * 16 >= static_cast<size_t>(row.vocab_size())) {  // dense: one pass, then clear
     row.record_bad_value(row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),
@@ -60,16 +57,21 @@ void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
     for (size_t i = 0; i < history.size(); ++i) seen[static_cast<size_t>(history[i]) / 64] = 0;
     return;
   }
-  // Sparse: each distinct token once (its bit cleared on first visit), the reference's factor.
-  const float inverse = 1.0f / repetition_penalty;
-  const auto scale = [&](TokenId id) {
-    if (!test_and_clear(seen, id)) return;
-    float& l = row.logits[id];
-    l *= l > 0 ? inverse : repetition_penalty;
-    if (l == kInf && !row.failed()) row.record_bad_value(id, "repetition_penalty");
+  // Sparse: the distinct tokens (each bit cleared on its first visit) through the backend's
+  // penalty with frequency and presence 0, then the first +inf among them, in visit order.
+  std::vector<TokenCount>& distinct = row.scratch.token_counts;
+  distinct.clear();
+  const auto visit = [&](TokenId id) {
+    if (test_and_clear(seen, id)) distinct.push_back({id, 0, true});
   };
-  for (TokenId id : row.request.prompt_token_ids) scale(id);
-  for (size_t i = 0; i < history.size(); ++i) scale(history[i]);
+  for (TokenId id : row.request.prompt_token_ids) visit(id);
+  for (size_t i = 0; i < history.size(); ++i) visit(history[i]);
+  row.backend.apply_penalties(row.logits.data(), distinct, repetition_penalty, 0.0f, 0.0f);
+  for (const TokenCount& c : distinct)
+    if (row.logits[c.token_id] == kInf) {
+      row.record_bad_value(c.token_id, "repetition_penalty");
+      return;
+    }
 }
 
 }  // namespace

@@ -12,7 +12,7 @@ void RowScratch::reserve(int64_t vocab_size) {
   if (sort_ids.size() < n + kSortSlack) sort_ids.resize(n + kSortSlack);
   if (sort_keys.size() < n) sort_keys.resize(n);
   if (histogram.size() < kHistogramSize) histogram.resize(kHistogramSize);
-  if (seen.size() < (n + 63) / 64) seen.assign((n + 63) / 64, 0);
+  if (seen.size() < seen_words(vocab_size)) seen.assign(seen_words(vocab_size), 0);
 }
 
 void RowScratch::reserve_lists(size_t history_size, size_t allowed_size) {
