@@ -46,7 +46,7 @@ constexpr std::string_view kFields[] = {"temperature",
 // The field, or None when absent.
 class Fields {
  public:
-  Fields(nb::handle request, const std::string& who) : request_(request), who_(who) {
+  Fields(nb::handle request, const std::string& who) : request_(request) {
     is_dict_ = nb::isinstance<nb::dict>(request);
     if (!is_dict_) return;
     for (auto [key, value] : nb::borrow<nb::dict>(request)) {
@@ -66,19 +66,24 @@ class Fields {
 
  private:
   nb::handle request_;
-  const std::string& who_;
   bool is_dict_ = false;
 };
 
-int64_t as_integer(nb::handle value, const std::string& who, const char* field) {
+// The value as a Python int (through __index__: numpy and torch integers too); bools refused.
+nb::object python_int(nb::handle value, const std::string& who, const char* field) {
   if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
     type_error(who, field, "an int", value);
-  int overflow = 0;
   nb::object index = nb::steal(PyNumber_Index(value.ptr()));
   if (!index.is_valid()) {  // e.g. a numpy array where an int belongs
     PyErr_Clear();
     type_error(who, field, "an int", value);
   }
+  return index;
+}
+
+int64_t as_integer(nb::handle value, const std::string& who, const char* field) {
+  const nb::object index = python_int(value, who, field);
+  int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow != 0) throw nb::value_error((who + ": " + field + " does not fit 64 bits").c_str());
   return v;
@@ -95,10 +100,7 @@ int32_t as_int32(nb::handle value, const std::string& who, const char* field) {
 // vLLM: -1 means no seed. Other negative seeds are their 64-bit two's complement; seeds up to
 // 2^64 - 1 are accepted (as the case reader does).
 std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
-  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
-    type_error(who, "seed", "an int", value);
-  nb::object index = nb::steal(PyNumber_Index(value.ptr()));
-  if (!index.is_valid()) throw nb::python_error();
+  const nb::object index = python_int(value, who, "seed");
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow == 0) return v == -1 ? std::nullopt : std::optional<uint64_t>(v);
