@@ -1,6 +1,6 @@
 // lastmile — the CPU backend: Highway row passes (row_ops.cpp) and selection instead of sorting.
 // Every kernel equals the reference oracle bit for bit except log_softmax and min_p, which use
-// Highway's Exp (a few ULP from std::exp; logprobs within 1e-5). Top-k never sorts the row: the
+// a vector exp within 1.01 ULP of std::exp (logprobs within 1e-5). Top-k never sorts the row: the
 // k-th largest value is found among candidates above a sampled threshold, and top-p then runs on
 // the few survivors with the oracle's exact arithmetic, so kept sets are identical.
 #include <algorithm>
@@ -109,7 +109,7 @@ class CpuBackend final : public Backend {
     const float max = row_max(x, n);
     if (max == kNegInf) return;
     const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, static_cast<size_t>(n), max));
-    cpu::mask_probability_below(x, static_cast<size_t>(n), max, inv_sum, min_p * inv_sum);
+    cpu::mask_below(x, static_cast<size_t>(n), smallest_kept(max, inv_sum, min_p * inv_sum));
   }
 
   size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
@@ -200,6 +200,24 @@ class CpuBackend final : public Backend {
     return last_kept;
   }
 
+  // The oracle's probability test, std::exp(v - max) * inv_sum < threshold (min_p's strict rule;
+  // top-p's "probability 0" at p = 1), is monotone in v, so it masks the logits below a threshold.
+  // The smallest kept float is found by bisection on the float order between -inf (masked
+  // unless threshold is 0) and max (kept when threshold <= inv_sum), with the oracle's own
+  // arithmetic: one mask_below pass then keeps exactly the oracle's set, with no Exp per token.
+  static float smallest_kept(float max, float inv_sum, float threshold) {
+    auto masked = [&](uint32_t key) {
+      return std::exp(from_orderable(key) - max) * inv_sum < threshold;
+    };
+    uint32_t lo = orderable(kNegInf), hi = orderable(max);
+    if (!masked(lo)) return kNegInf;
+    while (hi - lo > 1) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      (masked(mid) ? lo : hi) = mid;
+    }
+    return from_orderable(hi);
+  }
+
   // Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of
   // every lane count) that depends only on n: sums and draws never depend on threads.
   static constexpr size_t kMaxBlocks = 512;
@@ -208,26 +226,32 @@ class CpuBackend final : public Backend {
     return std::max<size_t>(2048, (per_block + 63) / 64 * 64);
   }
 
-  // The inverse CDF over every token, by blocks: Highway's Exp fills w and each block's sum;
-  // the walk skips whole blocks, then steps token by token from the block holding u * total.
+  // The inverse CDF over every token, by blocks: one Exp pass sums each block (nothing stored:
+  // the row stays the only one in cache); the walk skips whole blocks, then recomputes the block
+  // holding u * total and steps through it token by token (on into the next block if rounding
+  // left the target past its end).
   static TokenId draw_dense(const float* x, int64_t n, double u, SortScratch scratch) {
-    const float max = cpu::row_max(x, static_cast<size_t>(n));
-    float* w = scratch.values.data();
+    const auto size = static_cast<size_t>(n);
+    const float max = cpu::row_max(x, size);
     double sums[kMaxBlocks];
     const size_t block = block_size(n);
-    const double total = cpu::exp_with_block_sums(x, w, static_cast<size_t>(n), max, block, sums);
-    const double target = u * total;
+    const double target = u * cpu::exp_block_sums(x, size, max, block, sums);
     double cumulative = 0;
     size_t start = 0;
-    for (size_t b = 0; start + block < static_cast<size_t>(n) && cumulative + sums[b] <= target;
-         ++b, start += block)
+    for (size_t b = 0; start + block < size && cumulative + sums[b] <= target; ++b, start += block)
       cumulative += sums[b];
+    float* w = scratch.values.data();
     TokenId last_kept = 0;
-    for (size_t i = start; i < static_cast<size_t>(n); ++i) {
-      if (w[i] == 0.0f) continue;
-      cumulative += w[i];
-      last_kept = static_cast<TokenId>(i);
-      if (cumulative > target) return last_kept;
+    for (; start < size; start += block) {
+      const size_t end = std::min(size, start + block);
+      double unused;
+      cpu::exp_with_block_sums(x + start, w, end - start, max, block, &unused);
+      for (size_t i = start; i < end; ++i) {
+        if (w[i - start] == 0.0f) continue;
+        cumulative += w[i - start];
+        last_kept = static_cast<TokenId>(i);
+        if (cumulative > target) return last_kept;
+      }
     }
     return last_kept;  // rounding left u * total at the very end
   }
@@ -235,7 +259,7 @@ class CpuBackend final : public Backend {
   // Spec §9.3 without a sort: the probability mass is histogrammed by the float bits of each
   // probability (64 buckets an octave); buckets whose whole mass keeps the ascending cumulative
   // sum <= 1 - p are masked, buckets above the crossing one kept, and only the crossing bucket's
-  // tokens are sorted and walked with the oracle's rule. Probabilities use Highway's Exp, so a
+  // tokens are sorted and walked with the oracle's rule. Probabilities use the vector exp, so a
   // token within float rounding of the cut may differ from the oracle (as vLLM's own kernels).
   static void top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
     const auto size = static_cast<size_t>(n);
@@ -301,7 +325,7 @@ class CpuBackend final : public Backend {
     constexpr float kNoUnderflowSpan = 80.0f;
     if (max - cpu::finite_min(x, n) < kNoUnderflowSpan) return;
     const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, n, max));
-    cpu::mask_probability_below(x, n, max, inv_sum, std::numeric_limits<float>::denorm_min());
+    cpu::mask_below(x, n, smallest_kept(max, inv_sum, std::numeric_limits<float>::denorm_min()));
   }
 
   // Spec §9.3 on the top-k survivors, with the oracle's arithmetic in the oracle's order

@@ -29,11 +29,10 @@ int64_t divide(float* x, size_t n, float t);        // exact IEEE division; firs
 int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
 // x[i] *= x[i] > 0 ? 1 / r : r where bit i of seen is set; first +inf left, or -1. Exact.
 int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r);
-double sum_exp(const float* x, size_t n, float max);              // Highway Exp, fixed order
+double sum_exp(const float* x, size_t n, float max);              // fixed order
 void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
-void mask_probability_below(float* x, size_t n, float max, float inv_sum, float threshold);
-void mask_below(float* x, size_t n, float threshold);       // exact
-int64_t count_at_least(const float* x, size_t n, float v);  // exact
+void mask_below(float* x, size_t n, float threshold);             // exact
+int64_t count_at_least(const float* x, size_t n, float v);        // exact
 // Compressing kernels store whole vectors past their count: outputs need this many spare entries.
 inline constexpr size_t kCompressSlack = 64;
 // (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
@@ -41,9 +40,12 @@ inline constexpr size_t kCompressSlack = 64;
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values, size_t limit = SIZE_MAX);
 
+// The exp kernels compute exp(x - max) within 1.01 ULP, flushing results below e^-86.9 to 0.
 // w = exp(x - max); per-block sums (block a multiple of 64) into block_sums; returns the total.
 double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
                            double* block_sums);
+// exp_with_block_sums without w: the same sums.
+double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums);
 // q = w * inv_sum: masks x where q < lo, appends ids with lo <= q < hi; returns how many.
 // ids: room for n + kCompressSlack.
 size_t mask_and_compress_band(float* x, const float* w, size_t n, float inv_sum, float lo, float hi,
