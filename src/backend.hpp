@@ -37,6 +37,17 @@ struct SortScratch {
 // Entries of SortScratch::histogram: two histograms of 64 buckets per octave of [0, 1].
 inline constexpr size_t kHistogramSize = 2 * ((0x3f800000u >> 17) + 1);
 
+// What a random row samples with after temperature (spec §8, §9), for Backend::draw_from_input.
+struct DrawParams {
+  float temperature = 1.0f;
+  int64_t top_k = 0;         // the vocabulary size when off
+  bool apply_top_p = false;  // the batch applies top-p (p = 1 rows still mask underflows, §9.3)
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+};
+// Backend::draw_from_input has no answer: run the steps.
+inline constexpr TokenId kNoInputDraw = -1;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -46,6 +57,10 @@ class Backend {
   // Widens src[0, n) of `dtype` into dst exactly (f16 and bf16 are subsets of float32). Returns
   // the first token id holding NaN or +inf, or -1 when there is none.
   virtual int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const = 0;
+  // convert_row, then divide(dst, n, t), in one pass: the first index of dst holding NaN or
+  // +inf (from the input or from the division), or -1.
+  virtual int64_t convert_row_divided(const void* src, DType dtype, float* dst, int64_t n,
+                                      float t) const = 0;
 
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
@@ -82,6 +97,14 @@ class Backend {
   // the list instead of the row); kNotListed otherwise. Same token either way.
   virtual TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
                        size_t listed = kNotListed) const = 0;
+
+  // Steps 2 and 7b-e for a random row that steps 3-6 leave alone and no logprob reads: the token
+  // the steps would draw with uniform u (the same one, unless u sits within rounding of a CDF
+  // step), reading the caller's row in place and writing no working row. kNoInputDraw when the
+  // backend has no such path for these parameters, or the row holds NaN / +inf or the division
+  // makes one: the caller then runs the steps, which report it.
+  virtual TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
+                                  double u, SortScratch scratch) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

@@ -35,6 +35,8 @@ void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_
 void run_pipeline(RowStep& row) {
   if (take_greedy_token_from_input(row))  // 2-7a in one read: unedited greedy, no logprobs
     return store_sampled_token(row);
+  if (draw_token_from_input(row))  // 2-7 in one read or two: unedited random, no logprobs
+    return store_sampled_token(row);
   if (!convert_to_float32(row)) return;  // 2  NaN / +inf: reported after the batch
   capture_raw_logprobs(row);             // 1  raw modes: the exact float32 view, before any edit
   apply_allowed_token_ids(row);          // 3
@@ -86,7 +88,8 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                std::span<float>(scratch.raw.data(), plan.vocab_size),
                /*greedy_token=*/0,
                /*sampled_token=*/0,
-               RowFailure{}};
+               RowFailure{},
+               /*divided_by_temperature=*/false};
   run_pipeline(step);
   failures_[row] = step.failure;
 }

@@ -9,54 +9,26 @@
 #include <limits>
 
 #include "backend.hpp"
+#include "cpu/input_draw.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/selection.hpp"
 
 namespace lastmile::detail {
 namespace {
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 static_assert(cpu::kCompressSlack <= kSortSlack, "SortScratch must fit whole-vector stores");
 
-// Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input.
-uint32_t orderable(float v) {
-  const uint32_t bits = std::bit_cast<uint32_t>(v);
-  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-}
-float from_orderable(uint32_t key) {
-  return std::bit_cast<float>(key & 0x80000000u ? key & 0x7fffffffu : ~key);
-}
+using namespace cpu_selection;
 
-// The k-th largest value of x (duplicates counted), 1 <= k <= n, without sorting the row; the
-// candidates (every entry >= it, and more) are left in scratch.ids / values[0, *candidates) in
-// id order:
-// the j-th largest of 256 evenly spaced samples gives a threshold expected to keep about 2k
-// entries (plus a margin); the entries above it are compressed and the k-th found among them
-// (the threshold drops until at least k entries pass; -inf keeps all). Selection, not sorting,
-// on the samples too: a sort of them cost more than the compress pass.
-float kth_largest(const float* x, int64_t n, int64_t k, SortScratch scratch, size_t* candidates) {
-  constexpr int64_t kSamples = 256;
-  float samples[kSamples];
-  const int64_t m = std::min(n, kSamples);
-  const int64_t stride = n / m;
-  for (int64_t i = 0; i < m; ++i) samples[i] = x[i * stride];
-  int64_t j = std::min<int64_t>(m - 1, 2 * k * m / n + 4);
-  for (;;) {
-    float threshold = kNegInf;
-    if (j < m - 1) {
-      std::nth_element(samples, samples + j, samples + m, std::greater<float>());
-      threshold = samples[j];
-    }
-    const size_t count = cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
-                                                scratch.ids.data(), scratch.values.data());
-    if (static_cast<int64_t>(count) >= k) {
-      uint64_t* keys = scratch.keys.data();  // select on a copy: values stay with their ids
-      for (size_t i = 0; i < count; ++i) keys[i] = orderable(scratch.values[i]);
-      std::nth_element(keys, keys + k - 1, keys + count, std::greater<uint64_t>());
-      *candidates = count;
-      return from_orderable(static_cast<uint32_t>(keys[k - 1]));
-    }
-    j = j * 4 + 16;
-  }
+// The k-th largest of a float32 row (cpu_selection::kth_largest over the row itself).
+float kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
+                         size_t* candidates) {
+  return *kth_largest(
+      n, k, scratch, candidates, [x](int64_t i) { return x[i]; },
+      [&](float threshold) {
+        return cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
+                                      scratch.ids.data(), scratch.values.data());
+      });
 }
 
 class CpuBackend final : public Backend {
@@ -65,17 +37,21 @@ class CpuBackend final : public Backend {
   std::string_view description() const override { return cpu::dispatch_target_name(); }
 
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
+    return convert_row_divided(src, dtype, dst, n, 1.0f);
+  }
+
+  int64_t convert_row_divided(const void* src, DType dtype, float* dst, int64_t n,
+                              float t) const override {
+    const auto size = static_cast<size_t>(n);
     switch (dtype) {
       case DType::f32:
-        return cpu::copy_checked(static_cast<const float*>(src), dst, static_cast<size_t>(n));
+        return cpu::load_f32(static_cast<const float*>(src), dst, size, t);
       case DType::bf16:
-        return cpu::widen_bf16_checked(static_cast<const uint16_t*>(src), dst,
-                                       static_cast<size_t>(n));
+        return cpu::load_bf16(static_cast<const uint16_t*>(src), dst, size, t);
       case DType::f16:
-        return cpu::widen_f16_checked(static_cast<const uint16_t*>(src), dst,
-                                      static_cast<size_t>(n));
+        return cpu::load_f16(static_cast<const uint16_t*>(src), dst, size, t);
     }
-    return reference_backend().convert_row(src, dtype, dst, n);
+    return reference_backend().convert_row_divided(src, dtype, dst, n, t);
   }
 
   TokenId row_argmax(const float* x, int64_t n) const override {
@@ -119,15 +95,13 @@ class CpuBackend final : public Backend {
       return kNotListed;
     }
     size_t candidates = 0;
-    const float kth = kth_largest(x, n, top_k, scratch, &candidates);
-    size_t kept = 0;  // the candidates >= kth, still in id order
-    for (size_t i = 0; i < candidates; ++i)
-      if (scratch.values[i] >= kth) {
-        scratch.ids[kept] = scratch.ids[i];
-        scratch.values[kept++] = scratch.values[i];
-      }
+    const float kth = kth_largest_of_row(x, n, top_k, scratch, &candidates);
+    const size_t kept = keep_at_least(scratch, candidates, kth);
     cpu::mask_below(x, static_cast<size_t>(n), kth);  // ties at the k-th value kept, spec §9.2
-    if (apply_top_p) top_p_on_survivors(x, kept, top_p, scratch);
+    if (apply_top_p) {
+      const size_t masked = top_p_masked_prefix(kept, top_p, scratch);
+      for (size_t i = 0; i < masked; ++i) x[key_id(scratch.keys[i])] = kNegInf;
+    }
     return kept;
   }
 
@@ -140,6 +114,11 @@ class CpuBackend final : public Backend {
                                                 scratch.ids.data(), scratch.values.data(), dense);
     if (alive > dense) return draw_dense(x, n, u, scratch);
     return draw_listed(x, u, scratch, alive);  // the finite entries, listed in id order
+  }
+
+  TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
+                          double u, SortScratch scratch) const override {
+    return draw_from_caller_row(src, dtype, n, params, u, scratch);
   }
 
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,
@@ -161,7 +140,7 @@ class CpuBackend final : public Backend {
              SortScratch scratch) const override {
     if (k <= 0) return;
     size_t candidates = 0;
-    const float kth = kth_largest(x, n, k, scratch, &candidates);
+    const float kth = kth_largest_of_row(x, n, k, scratch, &candidates);
     // Descending value, ascending id: the oracle's order, as one unsigned key; the candidates
     // below the k-th value sort after it.
     uint64_t* keys = scratch.keys.data();
@@ -182,48 +161,8 @@ class CpuBackend final : public Backend {
   // the finite entries): x at the listed ids, where -inf entries (top-p's masks) add exact zeros,
   // so the same terms as the full walk and the same token. An empty or all -inf list gives 0.
   static TokenId draw_listed(const float* x, double u, SortScratch scratch, size_t listed) {
-    float max = kNegInf;
-    for (size_t i = 0; i < listed; ++i) max = std::max(max, x[scratch.ids[i]]);
-    if (max == kNegInf) return 0;
-    double total = 0;
-    for (size_t i = 0; i < listed; ++i) total += std::exp(x[scratch.ids[i]] - max);
-    const double target = u * total;
-    double cumulative = 0;
-    TokenId last_kept = 0;
-    for (size_t i = 0; i < listed; ++i) {
-      const float weight = std::exp(x[scratch.ids[i]] - max);
-      if (weight == 0.0f) continue;
-      cumulative += weight;
-      last_kept = scratch.ids[i];
-      if (cumulative > target) return last_kept;
-    }
-    return last_kept;
-  }
-
-  // The oracle's probability test, std::exp(v - max) * inv_sum < threshold (min_p's strict rule;
-  // top-p's "probability 0" at p = 1), is monotone in v, so it masks the logits below a threshold.
-  // The smallest kept float is found by bisection on the float order between -inf (masked
-  // unless threshold is 0) and max (kept when threshold <= inv_sum), with the oracle's own
-  // arithmetic: one mask_below pass then keeps exactly the oracle's set, with no Exp per token.
-  static float smallest_kept(float max, float inv_sum, float threshold) {
-    auto masked = [&](uint32_t key) {
-      return std::exp(from_orderable(key) - max) * inv_sum < threshold;
-    };
-    uint32_t lo = orderable(kNegInf), hi = orderable(max);
-    if (!masked(lo)) return kNegInf;
-    while (hi - lo > 1) {
-      const uint32_t mid = lo + (hi - lo) / 2;
-      (masked(mid) ? lo : hi) = mid;
-    }
-    return from_orderable(hi);
-  }
-
-  // Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of
-  // every lane count) that depends only on n: sums and draws never depend on threads.
-  static constexpr size_t kMaxBlocks = 512;
-  static size_t block_size(int64_t n) {
-    const auto per_block = (static_cast<size_t>(n) + kMaxBlocks - 1) / kMaxBlocks;
-    return std::max<size_t>(2048, (per_block + 63) / 64 * 64);
+    const int32_t* ids = scratch.ids.data();
+    return draw_over_list(listed, ids, u, [x, ids](size_t i) { return x[ids[i]]; });
   }
 
   // The inverse CDF over every token, by blocks: one Exp pass sums each block (nothing stored:
@@ -326,30 +265,6 @@ class CpuBackend final : public Backend {
     if (max - cpu::finite_min(x, n) < kNoUnderflowSpan) return;
     const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, n, max));
     cpu::mask_below(x, n, smallest_kept(max, inv_sum, std::numeric_limits<float>::denorm_min()));
-  }
-
-  // Spec §9.3 on the top-k survivors, with the oracle's arithmetic in the oracle's order
-  // (ascending value, larger id first among equals): the masked entries it also visits add
-  // exact zeros, so every decision is the same.
-  static void top_p_on_survivors(float* x, size_t kept, float top_p, SortScratch scratch) {
-    uint64_t* keys = scratch.keys.data();
-    for (size_t i = 0; i < kept; ++i)
-      keys[i] = (uint64_t{orderable(scratch.values[i])} << 32) |
-                (0xffffffffu - static_cast<uint32_t>(scratch.ids[i]));
-    std::sort(keys, keys + kept);
-    auto value = [&](size_t i) { return from_orderable(static_cast<uint32_t>(keys[i] >> 32)); };
-    auto id = [&](size_t i) { return 0xffffffffu - static_cast<uint32_t>(keys[i] & 0xffffffffu); };
-    const float max = value(kept - 1);
-    if (max == kNegInf) return;
-    double sum = 0;
-    for (size_t i = 0; i < kept; ++i) sum += std::exp(value(i) - max);
-    const auto inv_sum = static_cast<float>(1.0 / sum);
-    const float cut = 1.0f - top_p;
-    double cumulative = 0;
-    for (size_t i = 0; i + 1 < kept; ++i) {
-      cumulative += std::exp(value(i) - max) * inv_sum;
-      if (static_cast<float>(cumulative) <= cut) x[id(i)] = kNegInf;
-    }
   }
 };
 

@@ -5,7 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lastmile/logits_view.hpp"
+
 namespace lastmile::cpu {
+
+using lastmile::DType;
 
 // Largest value of x[0, n). Requires n > 0 and NaN-free input. Exact on every target: the
 // maximum does not depend on evaluation order. One streaming read: the memory roofline.
@@ -19,10 +23,21 @@ uint16_t row_max_bits16(const uint16_t* x, size_t n);
 const char* dispatch_target_name();
 
 // Row passes (row_ops.cpp). n may be 0 unless said; none allocates.
-int64_t copy_checked(const float* src, float* dst, size_t n);           // first NaN / +inf, or -1
-int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n);  // exact; as above
-int64_t widen_f16_checked(const uint16_t* src, float* dst, size_t n);   // exact; first NaN/+inf
-int64_t row_argmax(const float* x, size_t n);                           // n > 0, NaN-free; one pass
+// dst = the float32 row of fp32 / bf16 / fp16 src (exact), divided by t unless t is 1 (IEEE
+// division); returns the first index of dst holding NaN or +inf, or -1.
+int64_t load_f32(const float* src, float* dst, size_t n, float t);
+int64_t load_bf16(const uint16_t* src, float* dst, size_t n, float t);
+int64_t load_f16(const uint16_t* src, float* dst, size_t n, float t);
+// Softmax statistics of a caller's row divided by t, read in place, by blocks of `block`
+// entries: block_max[b] and the sum of exp(x - block_max[b]) in block_sums[b]. buffer: room for
+// one block. False if the row (or a quotient) holds NaN or +inf.
+bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
+                         float* buffer, float* block_max, double* block_sums);
+// compress_at_least (below) over a caller's row divided by t, read in place; *bad: whether it
+// held NaN or +inf (then the list means nothing).
+size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
+                       int32_t* ids, float* values, size_t limit, bool* bad);
+int64_t row_argmax(const float* x, size_t n);  // n > 0, NaN-free; one pass
 // row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);
 int64_t divide(float* x, size_t n, float t);        // exact IEEE division; first NaN / +inf, or -1

@@ -29,6 +29,13 @@ int64_t first_bad(const float* x, size_t from, size_t n) {
   return -1;
 }
 
+// Lanes i, i + 1, ...: a broadcast added to a constant (GCC builds Iota(d, i) through the stack,
+// a store-forwarding stall per vector in the compress loops).
+template <class DI>
+HWY_INLINE hn::Vec<DI> Indices(DI di, size_t i) {
+  return hn::Add(hn::Iota(di, 0), hn::Set(di, static_cast<hn::TFromD<DI>>(i)));
+}
+
 // exp(x) for x <= 0, as the softmax kernels need it (x - max): within 1.01 ULP of the exact
 // value and monotone (both checked over every float in [-86.9, 0]); below -86.9 it flushes to 0,
 // so the scaling by 2^k never leaves the normal range. About 1.7x faster than Highway's Exp,
@@ -60,43 +67,99 @@ HWY_INLINE auto NaNOrPositiveInf(D d, V v) {
   return hn::Or(hn::IsNaN(v), hn::Eq(v, hn::Set(d, kInf)));
 }
 
-// dst = src; returns the first index holding NaN or +inf, or -1. Exact.
-int64_t copy_checked(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  auto bad = hn::FirstN(d, 0);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::LoadU(d, src + i);
-    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
-    hn::StoreU(v, d, dst + i);
-  }
-  for (; i < n; ++i) dst[i] = src[i];
-  return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+// x[i, i + count) for count < a vector's lanes, the rest of the vector `fill`: tails go through
+// the vector code, so every entry sees the same arithmetic (ExpFlushToZero is not std::exp).
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTail(D d, const float* HWY_RESTRICT x, size_t count, float fill) {
+  HWY_ALIGN float padded[hn::MaxLanes(d)];
+  std::fill(padded, padded + hn::MaxLanes(d), fill);
+  std::memcpy(padded, x, count * sizeof(float));
+  return hn::Load(d, padded);
+}
+template <class D>
+HWY_INLINE void StoreTail(D d, hn::Vec<D> v, float* HWY_RESTRICT x, size_t count) {
+  HWY_ALIGN float padded[hn::MaxLanes(d)];
+  hn::Store(v, d, padded);
+  std::memcpy(x, padded, count * sizeof(float));
 }
 
-// dst = the float32 values of bfloat16 bit patterns (exact: bf16 is the top half of a float32);
-// returns the first index holding NaN or +inf, or -1.
-int64_t widen_bf16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+// The float32 row of a caller's fp32, bf16 or fp16 logits, a whole vector or a padded tail at
+// a time. Every widening is exact (bf16 is the top half of a float32; every fp16 is a float32,
+// F16C on x86).
+struct Float32Source {
+  const float* x;
+  template <class D>
+  hn::Vec<D> Whole(D d, size_t i) const {
+    return hn::LoadU(d, x + i);
+  }
+  template <class D>
+  hn::Vec<D> Tail(D d, size_t i, size_t count) const {
+    return LoadTail(d, x + i, count, 0.0f);
+  }
+};
+struct BFloat16Source {
+  const uint16_t* x;
+  template <class D>
+  hn::Vec<D> Whole(D d, size_t i) const {
+    const hn::Rebind<uint16_t, D> du16;
+    return hn::BitCast(
+        d, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du16, x + i))));
+  }
+  template <class D>
+  hn::Vec<D> Tail(D d, size_t i, size_t count) const {
+    HWY_ALIGN uint16_t padded[hn::MaxLanes(d)] = {};
+    std::memcpy(padded, x + i, count * sizeof(uint16_t));
+    return BFloat16Source{padded}.Whole(d, 0);
+  }
+};
+struct Float16Source {
+  const uint16_t* x;
+  template <class D>
+  hn::Vec<D> Whole(D d, size_t i) const {
+    const hn::Rebind<hwy::float16_t, D> df16;
+    return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(x) + i));
+  }
+  template <class D>
+  hn::Vec<D> Tail(D d, size_t i, size_t count) const {
+    HWY_ALIGN uint16_t padded[hn::MaxLanes(d)] = {};
+    std::memcpy(padded, x + i, count * sizeof(uint16_t));
+    return Float16Source{padded}.Whole(d, 0);
+  }
+};
+
+// dst = the float32 row of src, divided by t when kDivide (IEEE division per lane: the same bits
+// as scalar division). Returns the first index of dst holding NaN or +inf, or -1: the check
+// rides along the one pass.
+template <bool kDivide, class Source>
+int64_t convert_pass(Source src, float* HWY_RESTRICT dst, size_t n, float t) {
   const hn::ScalableTag<float> d;
-  const hn::RebindToUnsigned<decltype(d)> du32;
-  const hn::Rebind<uint16_t, decltype(d)> du16;
   const size_t lanes = hn::Lanes(d);
+  const auto vt = hn::Set(d, t);
   auto bad = hn::FirstN(d, 0);
+  auto finish = [&](hn::Vec<decltype(d)> v) {
+    if constexpr (kDivide) v = hn::Div(v, vt);
+    bad = hn::Or(bad, NaNOrPositiveInf(d, v));  // padded tail lanes hold 0: never flagged
+    return v;
+  };
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, src + i)));
-    const auto v = hn::BitCast(d, bits);
-    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
-    hn::StoreU(v, d, dst + i);
-  }
-  for (; i < n; ++i) {
-    const uint32_t bits = uint32_t{src[i]} << 16;
-    float v;
-    std::memcpy(&v, &bits, 4);
-    dst[i] = v;
-  }
-  return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+  for (; i + lanes <= n; i += lanes) hn::StoreU(finish(src.Whole(d, i)), d, dst + i);
+  if (i < n) StoreTail(d, finish(src.Tail(d, i, n - i)), dst + i, n - i);
+  return hn::AllFalse(d, bad) ? -1 : first_bad(dst, 0, n);
+}
+
+template <class Source>
+int64_t convert(Source src, float* HWY_RESTRICT dst, size_t n, float t) {
+  return t == 1.0f ? convert_pass<false>(src, dst, n, t) : convert_pass<true>(src, dst, n, t);
+}
+
+int64_t load_f32(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n, float t) {
+  return convert(Float32Source{src}, dst, n, t);
+}
+int64_t load_bf16(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n, float t) {
+  return convert(BFloat16Source{src}, dst, n, t);
+}
+int64_t load_f16(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n, float t) {
+  return convert(Float16Source{src}, dst, n, t);
 }
 
 // One pass: each lane keeps its largest value and the first index holding it (strict >), then
@@ -137,30 +200,6 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
       at = static_cast<int64_t>(i);
     }
   return at;
-}
-
-// dst = the float32 values of float16 bit patterns (exact: every float16 is a float32; F16C
-// on x86); returns the first index holding NaN or +inf, or -1.
-int64_t widen_f16_checked(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
-  const hn::ScalableTag<float> d;
-  const hn::Rebind<hwy::float16_t, decltype(d)> df16;
-  const size_t lanes = hn::Lanes(d);
-  auto bad = hn::FirstN(d, 0);
-  const auto* halves = reinterpret_cast<const hwy::float16_t*>(src);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto v = hn::PromoteTo(d, hn::LoadU(df16, halves + i));
-    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
-    hn::StoreU(v, d, dst + i);
-  }
-  if (i < n) {  // the tail through a padded vector: never read past n
-    HWY_ALIGN hwy::float16_t tail[hn::MaxLanes(d)] = {};
-    HWY_ALIGN float wide[hn::MaxLanes(d)];
-    std::memcpy(tail, halves + i, (n - i) * sizeof(uint16_t));
-    hn::Store(hn::PromoteTo(d, hn::Load(df16, tail)), d, wide);
-    std::memcpy(dst + i, wide, (n - i) * sizeof(float));
-  }
-  return first_bad(dst, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
 
 // Lowest index of the largest value (NaN-free; an all -inf row gives 0). Exact.
@@ -243,22 +282,6 @@ int64_t find_nan_or_inf(const float* HWY_RESTRICT x, size_t n) {
   return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
 }
 
-// x[i, i + count) for count < a vector's lanes, the rest of the vector `fill`: tails go through
-// the vector code, so every entry sees the same arithmetic (ExpFlushToZero is not std::exp).
-template <class D>
-HWY_INLINE hn::Vec<D> LoadTail(D d, const float* HWY_RESTRICT x, size_t count, float fill) {
-  HWY_ALIGN float padded[hn::MaxLanes(d)];
-  std::fill(padded, padded + hn::MaxLanes(d), fill);
-  std::memcpy(padded, x, count * sizeof(float));
-  return hn::Load(d, padded);
-}
-template <class D>
-HWY_INLINE void StoreTail(D d, hn::Vec<D> v, float* HWY_RESTRICT x, size_t count) {
-  HWY_ALIGN float padded[hn::MaxLanes(d)];
-  hn::Store(v, d, padded);
-  std::memcpy(x, padded, count * sizeof(float));
-}
-
 // Sum of exp(x - max) (ExpFlushToZero), lane-wise float partial sums in a fixed order, added in
 // double at the end.
 double sum_exp(const float* HWY_RESTRICT x, size_t n, float max) {
@@ -334,8 +357,7 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
     const auto v = hn::LoadU(d, x + i);
     const auto keep = strict ? hn::Gt(v, vthr) : hn::Ge(v, vthr);
     if (hn::AllFalse(d, keep)) continue;
-    hn::StoreU(hn::Compress(hn::Iota(di, static_cast<int32_t>(i)), hn::RebindMask(di, keep)), di,
-               ids + count);
+    hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
     hn::StoreU(hn::Compress(v, keep), d, values + count);
     count += hn::CountTrue(d, keep);
     if (count > limit) return count;
@@ -394,6 +416,115 @@ double exp_block_sums(const float* HWY_RESTRICT x, size_t n, float max, size_t b
   return exp_block_sums_pass<false>(x, nullptr, n, max, block, block_sums);
 }
 
+// fn(source) for a caller's row of `dtype`.
+template <class Fn>
+auto with_source(const void* src, DType dtype, Fn fn) {
+  switch (dtype) {
+    case DType::bf16:
+      return fn(BFloat16Source{static_cast<const uint16_t*>(src)});
+    case DType::f16:
+      return fn(Float16Source{static_cast<const uint16_t*>(src)});
+    case DType::f32:
+      break;
+  }
+  return fn(Float32Source{static_cast<const float*>(src)});
+}
+
+// The row of src / t a vector at a time: fn(i, v, valid) for each, the padded tail's extra
+// lanes -inf and outside `valid`. Returns whether any valid lane held NaN or +inf.
+template <bool kDivide, class Source, class Fn>
+HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn fn) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vt = hn::Set(d, t);
+  auto bad = hn::FirstN(d, 0);
+  auto scaled = [&](hn::Vec<decltype(d)> v) {
+    if constexpr (kDivide) v = hn::Div(v, vt);
+    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
+    return v;
+  };
+  size_t i = from;
+  for (; i + lanes <= to; i += lanes) fn(i, scaled(src.Whole(d, i)), hn::FirstN(d, lanes));
+  if (i < to) {
+    const auto valid = hn::FirstN(d, to - i);
+    fn(i, hn::IfThenElse(valid, scaled(src.Tail(d, i, to - i)), hn::Set(d, -kInf)), valid);
+  }
+  return !hn::AllFalse(d, bad);
+}
+
+// Softmax statistics of src / t by blocks of `block` entries, in one read of src: each block is
+// converted into `buffer` (room for `block` floats, L1-resident), its max goes to block_max[b]
+// and the sum of exp(x - that max) to block_sums[b] (0 for a block of -inf only). Returns false
+// if any entry is NaN or +inf (the caller's, or made by the division).
+template <bool kDivide, class Source>
+bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
+                              float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
+                              double* HWY_RESTRICT block_sums) {
+  const hn::ScalableTag<float> d;
+  bool bad = false;
+  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+    const size_t end = std::min(n, start + block);
+    auto max = hn::Set(d, -kInf);
+    bad |= for_each_vector<kDivide>(src, start, end, t, [&](size_t i, auto v, auto) {
+      max = hn::Max(max, v);
+      hn::StoreU(v, d, buffer + (i - start));
+    });
+    if (bad) return false;
+    block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
+    block_sums[b] = 0;
+    if (block_max[b] == -kInf) continue;
+    double unused;
+    block_sums[b] = exp_block_sums_pass<false>(buffer, nullptr, end - start, block_max[b],
+                                               end - start, &unused);
+  }
+  return true;
+}
+
+bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
+                         float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
+                         double* HWY_RESTRICT block_sums) {
+  return with_source(src, dtype, [&](auto source) {
+    return t == 1.0f
+               ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max, block_sums)
+               : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max, block_sums);
+  });
+}
+
+// compress_at_least over src / t, read in place: (id, value) of entries >= threshold, id order;
+// stops once more than `limit` passed. *bad: whether a NaN / +inf was seen (then the list is
+// meaningless).
+template <bool kDivide, class Source>
+size_t compress_scaled_pass(Source src, size_t n, float t, float threshold,
+                            int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, size_t limit,
+                            bool* bad) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const auto vthr = hn::Set(d, threshold);
+  size_t count = 0;
+  const size_t lanes = hn::Lanes(d);
+  // Chunks of 64 vectors: the limit is checked between them (one branch per chunk, not per vector).
+  for (size_t start = 0; start < n && count <= limit; start += 64 * lanes)
+    *bad |= for_each_vector<kDivide>(
+        src, start, std::min(n, start + 64 * lanes), t, [&](size_t i, auto v, auto valid) {
+          const auto keep = hn::And(valid, hn::Ge(v, vthr));
+          if (hn::AllFalse(d, keep)) return;
+          hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
+          hn::StoreU(hn::Compress(v, keep), d, values + count);
+          count += hn::CountTrue(d, keep);
+        });
+  return count;
+}
+
+size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
+                       int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, size_t limit,
+                       bool* bad) {
+  *bad = false;
+  return with_source(src, dtype, [&](auto source) {
+    return t == 1.0f ? compress_scaled_pass<false>(source, n, t, threshold, ids, values, limit, bad)
+                     : compress_scaled_pass<true>(source, n, t, threshold, ids, values, limit, bad);
+  });
+}
+
 // With q = w * inv_sum: x := -inf where q < lo; appends the ids with lo <= q < hi (id order).
 // ids needs room for n + kCompressSlack entries.
 size_t mask_and_compress_band(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
@@ -410,7 +541,7 @@ size_t mask_and_compress_band(float* HWY_RESTRICT x, const float* HWY_RESTRICT w
     hn::StoreU(hn::IfThenElse(below, neg_inf, hn::LoadU(d, x + i)), d, x + i);
     const auto band = hn::AndNot(below, hn::Lt(q, vhi));
     if (hn::AllFalse(d, band)) continue;
-    hn::StoreU(hn::Compress(hn::Iota(di, static_cast<int32_t>(i)), hn::RebindMask(di, band)), di,
+    hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, band)), di,
                ids + count);  // the register form, as in compress_at_least
     count += hn::CountTrue(d, band);
   }
@@ -429,9 +560,11 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace lastmile::cpu {
-HWY_EXPORT(copy_checked);
-HWY_EXPORT(widen_bf16_checked);
-HWY_EXPORT(widen_f16_checked);
+HWY_EXPORT(load_f32);
+HWY_EXPORT(load_bf16);
+HWY_EXPORT(load_f16);
+HWY_EXPORT(block_softmax_stats);
+HWY_EXPORT(compress_scaled);
 HWY_EXPORT(row_argmax);
 HWY_EXPORT(argmax_checked);
 HWY_EXPORT(divide);
@@ -446,14 +579,24 @@ HWY_EXPORT(exp_with_block_sums);
 HWY_EXPORT(exp_block_sums);
 HWY_EXPORT(mask_and_compress_band);
 
-int64_t copy_checked(const float* src, float* dst, size_t n) {
-  return HWY_DYNAMIC_DISPATCH(copy_checked)(src, dst, n);
+int64_t load_f32(const float* src, float* dst, size_t n, float t) {
+  return HWY_DYNAMIC_DISPATCH(load_f32)(src, dst, n, t);
 }
-int64_t widen_bf16_checked(const uint16_t* src, float* dst, size_t n) {
-  return HWY_DYNAMIC_DISPATCH(widen_bf16_checked)(src, dst, n);
+int64_t load_bf16(const uint16_t* src, float* dst, size_t n, float t) {
+  return HWY_DYNAMIC_DISPATCH(load_bf16)(src, dst, n, t);
 }
-int64_t widen_f16_checked(const uint16_t* src, float* dst, size_t n) {
-  return HWY_DYNAMIC_DISPATCH(widen_f16_checked)(src, dst, n);
+int64_t load_f16(const uint16_t* src, float* dst, size_t n, float t) {
+  return HWY_DYNAMIC_DISPATCH(load_f16)(src, dst, n, t);
+}
+bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
+                         float* buffer, float* block_max, double* block_sums) {
+  return HWY_DYNAMIC_DISPATCH(block_softmax_stats)(src, dtype, n, t, block, buffer, block_max,
+                                                   block_sums);
+}
+size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
+                       int32_t* ids, float* values, size_t limit, bool* bad) {
+  return HWY_DYNAMIC_DISPATCH(compress_scaled)(src, dtype, n, t, threshold, ids, values, limit,
+                                               bad);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {

@@ -10,26 +10,9 @@ void take_greedy_token(RowStep& row) {
   row.greedy_token = row.backend.row_argmax(row.logits.data(), row.vocab_size());
 }
 
-namespace {
-
-// Whether steps 3-6 would change this row.
-bool edits_row(const RowStep& row) {
-  const RequestParams& p = row.params();
-  const bool min_tokens_active =
-      static_cast<int64_t>(row.request.output_token_ids.size()) < p.min_tokens &&
-      !p.stop_token_ids.empty();
-  const bool penalties =
-      row.plan.any_penalties &&
-      (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
-  return p.allowed_token_ids || !p.bad_words_token_ids.empty() || min_tokens_active ||
-         !p.logit_bias.empty() || !row.plan.processors.empty() || penalties;
-}
-
-}  // namespace
-
 bool take_greedy_token_from_input(RowStep& row) {
   if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.plan.needs_logprobs() ||
-      edits_row(row))
+      row.edited_before_sampling())
     return false;
   int64_t first_bad = -1;
   row.greedy_token = row.backend.argmax_checked(static_cast<const float*>(row.input_row()),

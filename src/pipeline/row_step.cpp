@@ -29,6 +29,18 @@ const void* row_pointer(const LogitsView& logits, int64_t row) {
 
 const void* RowStep::input_row() const { return row_pointer(input, row); }
 
+bool RowStep::edited_before_sampling() const {
+  const RequestParams& p = params();
+  const bool min_tokens_active =
+      static_cast<int64_t>(request.output_token_ids.size()) < p.min_tokens &&
+      !p.stop_token_ids.empty();
+  const bool penalties =
+      plan.any_penalties &&
+      (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
+  return p.allowed_token_ids || !p.bad_words_token_ids.empty() || min_tokens_active ||
+         !p.logit_bias.empty() || !plan.processors.empty() || penalties;
+}
+
 History RowStep::history() const {
   if (plan.predict_bonus_token) return {request.output_token_ids, request.spec_token_ids};
   return {request.output_token_ids, {}};

@@ -96,6 +96,8 @@ struct RowStep {
   // The row stops at the first NaN / +inf: in the input (made_by null) or made by a step from
   // finite logits (made_by names the parameter, e.g. "temperature"). Reported after the batch.
   RowFailure failure;
+  // Step 2 divided the row by its temperature while converting it (step 7b then skips).
+  bool divided_by_temperature = false;
   bool failed() const { return failure.token_id >= 0; }
   // Records a NaN / +inf at `token_id` (>= 0) made by `made_by`; false when token_id < 0.
   bool record_bad_value(int64_t token_id, const char* made_by) {
@@ -108,7 +110,8 @@ struct RowStep {
   const RequestParams& params() const { return request.params; }
   int64_t vocab_size() const { return plan.vocab_size; }
   const void* input_row() const;
-  History history() const;  // for penalties and bad words
+  bool edited_before_sampling() const;  // whether steps 3-6 change this row
+  History history() const;              // for penalties and bad words
   uint64_t stream_step() const { return request.step.value_or(request.output_token_ids.size()); }
 };
 

@@ -24,5 +24,7 @@ void apply_temperature(RowStep& row);
 void apply_min_p(RowStep& row);
 void apply_top_k_top_p(RowStep& row);
 void draw_token(RowStep& row);
+// Steps 2-7 from the caller's row for an unedited random row without logprobs; false: run them.
+bool draw_token_from_input(RowStep& row);
 
 }  // namespace lastmile::detail

@@ -31,6 +31,12 @@ class ReferenceBackend final : public Backend {
   std::string_view name() const override { return "reference"; }
   std::string_view description() const override { return "scalar C++"; }
 
+  int64_t convert_row_divided(const void* src, DType dtype, float* dst, int64_t n,
+                              float t) const override {
+    convert_row(src, dtype, dst, n);
+    return divide(dst, n, t);  // NaN / t and +inf / t stay NaN and +inf: divide sees them too
+  }
+
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
     int64_t bad = -1;
     for (int64_t i = 0; i < n; ++i) {
@@ -120,6 +126,12 @@ class ReferenceBackend final : public Backend {
     }
     for (int64_t i = 0; i < n; ++i) x[order[i]] = sorted[i];
     return kNotListed;
+  }
+
+  // The oracle runs the steps.
+  TokenId draw_from_input(const void*, DType, int64_t, const DrawParams&, double,
+                          SortScratch) const override {
+    return kNoInputDraw;
   }
 
   TokenId draw(const float* x, int64_t n, double u, SortScratch, size_t) const override {

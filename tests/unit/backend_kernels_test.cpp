@@ -183,6 +183,37 @@ TEST_P(BackendKernels, DivideIsFloat32Division) {
   EXPECT_EQ(x, expected);
 }
 
+// Bit-exact, every dtype: the fused pass is convert_row then divide (the oracle's scalar loop).
+TEST_P(BackendKernels, ConvertRowDividedIsConvertThenDivide) {
+  std::mt19937_64 rng(6);
+  std::vector<uint16_t> halves(static_cast<size_t>(n()));
+  for (uint16_t& b : halves) b = static_cast<uint16_t>(rng() & 0x3fffu);  // finite in both
+  const std::vector<float> wide = logits(8);
+  for (const float t : {0.7f, 1.3f, 3e-5f}) {
+    for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
+      const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(wide.data())
+                                                      : static_cast<const void*>(halves.data());
+      std::vector<float> fused(wide.size()), apart(wide.size());
+      EXPECT_EQ(backend().convert_row_divided(src, dtype, fused.data(), n(), t), -1);
+      lastmile::detail::reference_backend().convert_row(src, dtype, apart.data(), n());
+      for (float& v : apart) v /= t;
+      ASSERT_EQ(fused, apart) << "t " << t;
+    }
+  }
+}
+
+TEST_P(BackendKernels, ConvertRowDividedFindsInputAndOverflowedValues) {
+  std::vector<float> x = logits(9);
+  std::vector<float> out(x.size());
+  x[static_cast<size_t>(n() - 1)] = 3e38f;  // finite, +inf once divided by 0.5
+  EXPECT_EQ(backend().convert_row_divided(x.data(), lastmile::DType::f32, out.data(), n(), 0.5f),
+            n() - 1);
+  EXPECT_EQ(backend().convert_row(x.data(), lastmile::DType::f32, out.data(), n()), -1);
+  x[0] = std::nanf("");
+  EXPECT_EQ(backend().convert_row_divided(x.data(), lastmile::DType::f32, out.data(), n(), 0.5f),
+            0);
+}
+
 TEST_P(BackendKernels, MinPKeepsTokensWithRatioAtLeastMinP) {
   std::vector<float> x = logits(5);
   const float max = *std::max_element(x.begin(), x.end());

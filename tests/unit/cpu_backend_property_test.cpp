@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <random>
 
@@ -141,6 +142,95 @@ TEST(CpuBackendProperty, TopNRankArgmaxAndDrawEqualTheOracle) {
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
     expect_consistent_draw(x, u, cpu().draw(x.data(), n, u, a.get(x.size())),
                            oracle().draw(x.data(), n, u, b.get(x.size())));
+  }
+}
+
+// The draw straight from a caller's row (no working row) against the oracle's steps on the same
+// row: convert, divide, min_p, top-k / top-p, draw. Every dtype, temperatures 1 and not, and all
+// four shapes it serves; the shapes it declines must be declined.
+TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
+  std::mt19937_64 rng(16);
+  Scratch a, b;
+  int drawn = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const std::vector<float> row = random_row(rng);
+    const auto n = static_cast<int64_t>(row.size());
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves(row.size());
+    for (size_t i = 0; i < row.size(); ++i)  // bf16 by truncation; f16 from a scaled-down value
+      halves[i] = dtype == lastmile::DType::bf16
+                      ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
+                      : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i] / 8.0f));
+    const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(row.data())
+                                                    : static_cast<const void*>(halves.data());
+    lastmile::detail::DrawParams params;
+    params.temperature =
+        trial % 4 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.3f, 2.0f)(rng);
+    params.top_k = n;
+    switch (trial % 5) {
+      case 0:
+        break;  // temperature only
+      case 1:
+        params.min_p = std::uniform_real_distribution<float>(0.001f, 0.5f)(rng);
+        break;
+      case 2:
+        params.top_k = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+        break;
+      case 3:
+        params.top_k = 1 + static_cast<int64_t>(rng() % 100);
+        params.apply_top_p = true;
+        params.top_p = std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
+        break;
+      case 4:  // declined: top-p over the whole row
+        params.apply_top_p = true;
+        params.top_p = 0.9f;
+        break;
+    }
+    params.top_k = std::min(params.top_k, n);
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    if (params.min_p > 0.0f) oracle().apply_min_p(x.data(), n, params.min_p);
+    oracle().apply_top_k_top_p(x.data(), n, params.top_k, params.apply_top_p, params.top_p,
+                               b.get(x.size()));
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()));
+    if (trial % 5 == 4) {
+      EXPECT_EQ(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+      continue;
+    }
+    if (fast == lastmile::detail::kNoInputDraw) {  // min_p masking nothing, or top-p alone
+      EXPECT_TRUE(params.min_p > 0.0f || params.top_k == n) << "trial " << trial;
+      continue;
+    }
+    ++drawn;
+    const TokenId slow = oracle().draw(x.data(), n, u, b.get(x.size()));
+    expect_consistent_draw(x, u, fast, slow);
+    if (x[slow] != -kInf) {  // else every token is masked: both draw 0
+      ASSERT_NE(x[fast], -kInf) << "trial " << trial << ": drew a masked token";
+    }
+  }
+  EXPECT_GT(drawn, 400);
+}
+
+// NaN or +inf in the caller's row, or made by the division, sends the row to the steps (which
+// name the cause), on every path.
+TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
+  Scratch a;
+  for (const int64_t n : {7, 1000, 40000}) {
+    for (const float bad : {std::nanf(""), kInf, 3e38f}) {
+      std::vector<float> x(static_cast<size_t>(n), 0.5f);
+      x[static_cast<size_t>(n / 2)] = bad;
+      for (int shape = 0; shape < 3; ++shape) {
+        lastmile::detail::DrawParams params;
+        params.temperature = 0.5f;  // 3e38 / 0.5 overflows
+        params.top_k = shape == 2 ? 5 : n;
+        params.min_p = shape == 1 ? 0.1f : 0.0f;
+        EXPECT_EQ(
+            cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, 0.5, a.get(x.size())),
+            lastmile::detail::kNoInputDraw)
+            << "n " << n << " bad " << bad << " shape " << shape;
+      }
+    }
   }
 }
 

@@ -381,6 +381,22 @@ TEST_P(Overflow, SmallTemperatureIsReported) {
   expect_overflow(p, "request 1: temperature made the logits +inf at token_id 33", GetParam());
 }
 
+// The input's NaN is the row's failure even where the temperature overflows an earlier token,
+// as when the steps run apart: step 2 stops the row before step 7b.
+TEST_P(Overflow, InputNaNIsReportedBeforeATemperatureOverflow) {
+  SamplerConfig config = make_config(40, 1);
+  config.backend = GetParam();
+  Sampler sampler(config);
+  std::vector<float> logits(40, 1.0f);
+  logits[3] = 3e38f;
+  logits[35] = std::nanf("");
+  RequestParams p;
+  p.temperature = 0.5f;
+  expect_invalid(
+      [&] { sampler.sample(LogitsView::f32(logits.data(), 1, 40), make_batch({row_with(p)})); },
+      "row 0: logits contain NaN at token_id 35", ErrorCode::invalid_logits);
+}
+
 TEST_P(Overflow, LogitBiasIsReported) {
   RequestParams p;
   p.temperature = 0.0f;

@@ -1,0 +1,172 @@
+// lastmile — the CPU backend's draw straight from a caller's row (Backend::draw_from_input).
+// Writing a 128k-entry float32 working row costs as much as reading the caller's: the two share
+// L2 and evict each other. For a random row that nothing edits and no logprob reads, these paths
+// read the caller's row in place (dividing by the temperature on the fly, exactly as step 7b)
+// and keep only short lists:
+// - temperature only: softmax statistics by blocks in one read; the walk recomputes one block;
+// - min_p: the same statistics, then the oracle's test as a logit threshold and the survivors;
+// - top-k (and top-p): candidates above a sampled threshold, the k-th among them, top-p's cut on
+//   the list, the draw on the list.
+// Top-p without top-k, and min_p with top-k or top-p, need the whole processed row: the steps.
+#include "cpu/input_draw.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/kernels.hpp"
+#include "cpu/selection.hpp"
+#include "reference/float16.hpp"
+
+namespace lastmile::detail::cpu_selection {
+namespace {
+
+size_t bytes_per_entry(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+
+const void* entry(const void* src, DType dtype, size_t i) {
+  return static_cast<const char*>(src) + i * bytes_per_entry(dtype);
+}
+
+// src[from, from + count) / t into dst; the first NaN / +inf, or -1.
+int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, float t, float* dst) {
+  const void* at = entry(src, dtype, from);
+  switch (dtype) {
+    case DType::bf16:
+      return cpu::load_bf16(static_cast<const uint16_t*>(at), dst, count, t);
+    case DType::f16:
+      return cpu::load_f16(static_cast<const uint16_t*>(at), dst, count, t);
+    case DType::f32:
+      break;
+  }
+  return cpu::load_f32(static_cast<const float*>(at), dst, count, t);
+}
+
+// Entry i of src / t (the same bits as the vector passes: the widening is exact, the division
+// IEEE).
+float scaled_entry(const void* src, DType dtype, size_t i, float t) {
+  float v = 0;
+  switch (dtype) {
+    case DType::f32:
+      v = static_cast<const float*>(src)[i];
+      break;
+    case DType::bf16:
+      v = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      break;
+    case DType::f16:
+      v = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      break;
+  }
+  return t == 1.0f ? v : v / t;
+}
+
+// The oracle's walk from block `start` on, each chunk converted and weighted with the vector exp
+// (the weights the block sums were made of), until the cumulative sum passes target.
+TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, size_t start,
+                  double cumulative, double target) {
+  constexpr size_t kChunk = 256;
+  float values[kChunk], weights[kChunk];
+  TokenId last_kept = 0;
+  for (; start < n; start += kChunk) {
+    const size_t count = std::min(kChunk, n - start);
+    load_scaled(src, dtype, start, count, t, values);  // checked by the statistics pass
+    double unused;
+    cpu::exp_with_block_sums(values, weights, count, max, count, &unused);
+    for (size_t i = 0; i < count; ++i) {
+      if (weights[i] == 0.0f) continue;
+      cumulative += weights[i];
+      last_kept = static_cast<TokenId>(start + i);
+      if (cumulative > target) return last_kept;
+    }
+  }
+  return last_kept;  // rounding left the target at the very end
+}
+
+// Temperature only, or min_p: the whole row's softmax statistics in one read.
+TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                        SortScratch scratch) {
+  const auto size = static_cast<size_t>(n);
+  const size_t block = block_size(n), blocks = (size + block - 1) / block;
+  float block_max[kMaxBlocks];
+  double sums[kMaxBlocks];
+  const float t = params.temperature;
+  if (!cpu::block_softmax_stats(src, dtype, size, t, block, scratch.values.data(), block_max, sums))
+    return kNoInputDraw;
+  const float max = *std::max_element(block_max, block_max + blocks);
+  if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
+  double total = 0;
+  for (size_t b = 0; b < blocks; ++b)  // each block's sum, rescaled from its own max to the row's
+    total += sums[b] *= std::exp(static_cast<double>(block_max[b]) - max);
+  if (params.min_p > 0.0f) {
+    const auto inv_sum = static_cast<float>(1.0 / total);
+    const float from = smallest_kept(max, inv_sum, params.min_p * inv_sum);
+    if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
+    bool bad = false;
+    const size_t kept = cpu::compress_scaled(src, dtype, size, t, from, scratch.ids.data(),
+                                             scratch.values.data(), SIZE_MAX, &bad);
+    const float* values = scratch.values.data();
+    return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+  }
+  const double target = u * total;
+  double cumulative = 0;
+  size_t start = 0;
+  for (size_t b = 0; start + block < size && cumulative + sums[b] <= target; ++b, start += block)
+    cumulative += sums[b];
+  return walk_from(src, dtype, size, t, max, start, cumulative, target);
+}
+
+// Top-k, then top-p on the survivors.
+TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                   SortScratch scratch) {
+  const float t = params.temperature;
+  bool bad = false;
+  auto sample = [&](int64_t i) {
+    float v = scaled_entry(src, dtype, static_cast<size_t>(i), t);
+    if (std::isnan(v) || std::isinf(v)) {
+      bad = bad || !(v < 0);  // NaN or +inf; -inf is a masked token
+      return kNegInf;         // keeps the sample selection well defined
+    }
+    return v;
+  };
+  auto compress = [&](float threshold) {
+    bool seen_bad = false;
+    const size_t count =
+        bad ? 0
+            : cpu::compress_scaled(src, dtype, static_cast<size_t>(n), t, threshold,
+                                   scratch.ids.data(), scratch.values.data(), SIZE_MAX, &seen_bad);
+    bad = bad || seen_bad;
+    return bad ? kNotListed : count;
+  };
+  size_t candidates = 0;
+  const std::optional<float> kth =
+      kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
+  if (!kth) return kNoInputDraw;
+  size_t kept = keep_at_least(scratch, candidates, *kth);
+  if (params.apply_top_p) {
+    const size_t masked = top_p_masked_prefix(kept, params.top_p, scratch);
+    if (masked > 0) {  // the masked are the smallest in ascending_key order
+      const uint64_t last_masked = scratch.keys[masked - 1];
+      size_t alive = 0;
+      for (size_t i = 0; i < kept; ++i)
+        if (ascending_key(scratch.values[i], scratch.ids[i]) > last_masked) {
+          scratch.ids[alive] = scratch.ids[i];
+          scratch.values[alive++] = scratch.values[i];
+        }
+      kept = alive;
+    }
+  }
+  const float* values = scratch.values.data();
+  return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+}
+
+}  // namespace
+
+TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
+                             double u, SortScratch scratch) {
+  const bool top_k = params.top_k<n, min_p = params.min_p> 0.0f;
+  const bool top_p = params.apply_top_p && params.top_p < 1.0f;
+  if (top_k && !min_p) return draw_top_k(src, dtype, n, params, u, scratch);
+  if (top_k || top_p) return kNoInputDraw;
+  // p = 1 top-p masks only tokens of probability 0, which the draw never picks (u > 0).
+  return draw_by_softmax(src, dtype, n, params, u, scratch);
+}
+
+}  // namespace lastmile::detail::cpu_selection

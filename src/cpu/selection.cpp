@@ -1,0 +1,53 @@
+// lastmile — the CPU backend's selection pieces (selection.hpp).
+#include "cpu/selection.hpp"
+
+namespace lastmile::detail::cpu_selection {
+
+size_t keep_at_least(SortScratch scratch, size_t candidates, float kth) {
+  size_t kept = 0;
+  for (size_t i = 0; i < candidates; ++i)
+    if (scratch.values[i] >= kth) {
+      scratch.ids[kept] = scratch.ids[i];
+      scratch.values[kept++] = scratch.values[i];
+    }
+  return kept;
+}
+
+// The masked entries of the oracle's full walk add exact zeros to its sums, so deciding on the
+// list alone gives the same cut. Cumulative sums never decrease: the masked ones are a prefix.
+size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch) {
+  uint64_t* keys = scratch.keys.data();
+  for (size_t i = 0; i < kept; ++i) keys[i] = ascending_key(scratch.values[i], scratch.ids[i]);
+  std::sort(keys, keys + kept);
+  if (kept == 0) return 0;
+  const float max = key_value(keys[kept - 1]);
+  if (max == kNegInf) return 0;
+  double sum = 0;
+  for (size_t i = 0; i < kept; ++i) sum += std::exp(key_value(keys[i]) - max);
+  const auto inv_sum = static_cast<float>(1.0 / sum);
+  const float cut = 1.0f - top_p;
+  double cumulative = 0;
+  size_t masked = 0;
+  for (size_t i = 0; i + 1 < kept; ++i) {
+    cumulative += std::exp(key_value(keys[i]) - max) * inv_sum;
+    if (static_cast<float>(cumulative) > cut) break;
+    masked = i + 1;
+  }
+  return masked;
+}
+
+// Between -inf (masked unless threshold is 0) and max (kept when threshold <= inv_sum).
+float smallest_kept(float max, float inv_sum, float threshold) {
+  auto masked = [&](uint32_t key) {
+    return std::exp(from_orderable(key) - max) * inv_sum < threshold;
+  };
+  uint32_t lo = orderable(kNegInf), hi = orderable(max);
+  if (!masked(lo)) return kNegInf;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    (masked(mid) ? lo : hi) = mid;
+  }
+  return from_orderable(hi);
+}
+
+}  // namespace lastmile::detail::cpu_selection

@@ -1,0 +1,118 @@
+// lastmile — the CPU backend's selection pieces, shared by the row kernels (cpu_backend.cpp) and
+// the draw straight from a caller's row (input_draw.cpp): top-k without sorting the row, top-p's
+// cut on a short list with the oracle's arithmetic, the oracle's walk over a list, and the
+// logit threshold of a softmax probability test.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "backend.hpp"
+
+namespace lastmile::detail::cpu_selection {
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input.
+inline uint32_t orderable(float v) {
+  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+inline float from_orderable(uint32_t key) {
+  return std::bit_cast<float>(key & 0x80000000u ? key & 0x7fffffffu : ~key);
+}
+
+// The oracle's order for top-p (ascending value, among equal values the larger id first) as one
+// unsigned key, and back.
+inline uint64_t ascending_key(float value, int32_t id) {
+  return (uint64_t{orderable(value)} << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+}
+inline float key_value(uint64_t key) { return from_orderable(static_cast<uint32_t>(key >> 32)); }
+inline TokenId key_id(uint64_t key) {
+  return static_cast<TokenId>(0xffffffffu - static_cast<uint32_t>(key & 0xffffffffu));
+}
+
+// The k-th largest of n values (duplicates counted), 1 <= k <= n, without sorting them: the j-th
+// largest of 256 evenly spaced samples (sample(i) for i < n) gives a threshold expected to keep
+// about 2k entries (plus a margin); compress(threshold) lists every entry >= it in
+// scratch.ids / values (id order) and returns how many, or kNotListed to give up (nullopt). The
+// k-th is selected among them; the threshold drops until at least k pass (-inf keeps all).
+// *candidates: how many are listed. Selection, not sorting, on the samples too.
+template <class Sample, class Compress>
+std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size_t* candidates,
+                                 Sample sample, Compress compress) {
+  constexpr int64_t kSamples = 256;
+  float samples[kSamples];
+  const int64_t m = std::min(n, kSamples);
+  const int64_t stride = n / m;
+  for (int64_t i = 0; i < m; ++i) samples[i] = sample(i * stride);
+  int64_t j = std::min<int64_t>(m - 1, 2 * k * m / n + 4);
+  for (;;) {
+    float threshold = kNegInf;
+    if (j < m - 1) {
+      std::nth_element(samples, samples + j, samples + m, std::greater<float>());
+      threshold = samples[j];
+    }
+    const size_t count = compress(threshold);
+    if (count == kNotListed) return std::nullopt;
+    if (static_cast<int64_t>(count) >= k) {
+      uint64_t* keys = scratch.keys.data();  // select on a copy: values stay with their ids
+      for (size_t i = 0; i < count; ++i) keys[i] = orderable(scratch.values[i]);
+      std::nth_element(keys, keys + k - 1, keys + count, std::greater<uint64_t>());
+      *candidates = count;
+      return from_orderable(static_cast<uint32_t>(keys[k - 1]));
+    }
+    j = j * 4 + 16;
+  }
+}
+
+// Keeps the listed candidates >= kth (ties at the k-th value kept, spec §9.2), in id order;
+// returns how many.
+size_t keep_at_least(SortScratch scratch, size_t candidates, float kth);
+
+// Spec §9.3 on a list of `kept` entries (scratch.ids / values) with the oracle's arithmetic in
+// the oracle's order: returns how many of them top-p masks, the first ones of the ascending
+// order left in scratch.keys (ascending_key).
+size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch);
+
+// The oracle's draw (inverse CDF, double cumulative sum of float32 weights exp(v - max), zero
+// weights skipped) over `listed` entries in id order: value_at(i) is entry i's logit, ids[i] its
+// id. An empty or all -inf list gives 0.
+template <class ValueAt>
+TokenId draw_over_list(size_t listed, const int32_t* ids, double u, ValueAt value_at) {
+  float max = kNegInf;
+  for (size_t i = 0; i < listed; ++i) max = std::max(max, value_at(i));
+  if (max == kNegInf) return 0;
+  double total = 0;
+  for (size_t i = 0; i < listed; ++i) total += std::exp(value_at(i) - max);
+  const double target = u * total;
+  double cumulative = 0;
+  TokenId last_kept = 0;
+  for (size_t i = 0; i < listed; ++i) {
+    const float weight = std::exp(value_at(i) - max);
+    if (weight == 0.0f) continue;
+    cumulative += weight;
+    last_kept = ids[i];
+    if (cumulative > target) return last_kept;
+  }
+  return last_kept;
+}
+
+// The oracle's probability test, std::exp(v - max) * inv_sum < threshold (min_p's strict rule;
+// top-p's "probability 0" at p = 1), is monotone in v, so it masks the logits below a threshold:
+// the smallest kept float, found by bisection with the oracle's own arithmetic.
+float smallest_kept(float max, float inv_sum, float threshold);
+
+// Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of every
+// lane count) that depends only on n: sums and draws never depend on threads.
+inline constexpr size_t kMaxBlocks = 512;
+inline size_t block_size(int64_t n) {
+  const auto per_block = (static_cast<size_t>(n) + kMaxBlocks - 1) / kMaxBlocks;
+  return std::max<size_t>(2048, (per_block + 63) / 64 * 64);
+}
+
+}  // namespace lastmile::detail::cpu_selection
