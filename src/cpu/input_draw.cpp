@@ -101,7 +101,7 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
     bool bad = false;
     const size_t kept = cpu::compress_scaled(src, dtype, size, t, from, scratch.ids.data(),
-                                             scratch.values.data(), SIZE_MAX, &bad);
+                                             scratch.values.data(), &bad);
     const float* values = scratch.values.data();
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
   }
@@ -131,7 +131,7 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
     const size_t count =
         bad ? 0
             : cpu::compress_scaled(src, dtype, static_cast<size_t>(n), t, threshold,
-                                   scratch.ids.data(), scratch.values.data(), SIZE_MAX, &seen_bad);
+                                   scratch.ids.data(), scratch.values.data(), &seen_bad);
     bad = bad || seen_bad;
     return bad ? kNotListed : count;
   };

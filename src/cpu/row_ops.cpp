@@ -61,11 +61,23 @@ HWY_INLINE V ExpFlushToZero(D d, V x) {
   return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, kExpFlushBelow)), e);
 }
 
-// Lanes holding NaN or +inf: what the checked passes accumulate, first_bad's rule per lane.
+// Lanes holding NaN or +inf: what the checked passes accumulate, first_bad's rule per lane. One
+// compare: exactly those lanes are not below +inf.
 template <class D, class V>
 HWY_INLINE auto NaNOrPositiveInf(D d, V v) {
-  return hn::Or(hn::IsNaN(v), hn::Eq(v, hn::Set(d, kInf)));
+  return hn::Not(hn::Lt(v, hn::Set(d, kInf)));
 }
+
+// Lanes that ever held NaN or +inf, kept in a vector: OR-ing mask registers made a dependency
+// chain that slowed the checked passes up to 3x on Zen 4.
+template <class D>
+struct BadLanes {
+  hn::Vec<D> seen;
+  explicit BadLanes(D d) : seen(hn::Zero(d)) {}
+  void Note(D d, hn::Mask<D> bad) { seen = hn::Or(seen, hn::VecFromMask(d, bad)); }
+  void Check(D d, hn::Vec<D> v) { Note(d, NaNOrPositiveInf(d, v)); }
+  bool Any(D d) const { return !hn::AllFalse(d, hn::MaskFromVec(seen)); }
+};
 
 // x[i, i + count) for count < a vector's lanes, the rest of the vector `fill`: tails go through
 // the vector code, so every entry sees the same arithmetic (ExpFlushToZero is not std::exp).
@@ -135,16 +147,16 @@ int64_t convert_pass(Source src, float* HWY_RESTRICT dst, size_t n, float t) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vt = hn::Set(d, t);
-  auto bad = hn::FirstN(d, 0);
+  BadLanes bad(d);
   auto finish = [&](hn::Vec<decltype(d)> v) {
     if constexpr (kDivide) v = hn::Div(v, vt);
-    bad = hn::Or(bad, NaNOrPositiveInf(d, v));  // padded tail lanes hold 0: never flagged
+    bad.Check(d, v);  // padded tail lanes hold 0: never flagged
     return v;
   };
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) hn::StoreU(finish(src.Whole(d, i)), d, dst + i);
   if (i < n) StoreTail(d, finish(src.Tail(d, i, n - i)), dst + i, n - i);
-  return hn::AllFalse(d, bad) ? -1 : first_bad(dst, 0, n);
+  return !bad.Any(d) ? -1 : first_bad(dst, 0, n);
 }
 
 template <class Source>
@@ -170,7 +182,7 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
-  auto bad = hn::FirstN(d, 0);
+  BadLanes bad(d);
   auto best = hn::Set(d, -kInf);
   auto best_index = hn::Zero(di);
   auto index = hn::Iota(di, 0);
@@ -178,14 +190,14 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, x + i);
-    if constexpr (kCheck) bad = hn::Or(bad, NaNOrPositiveInf(d, v));
+    if constexpr (kCheck) bad.Check(d, v);
     const auto better = hn::Gt(v, best);
     best = hn::IfThenElse(better, v, best);
     best_index = hn::IfThenElse(hn::RebindMask(di, better), index, best_index);
     index = hn::Add(index, step);
   }
   if constexpr (kCheck) {
-    *first_bad_index = first_bad(x, hn::AllFalse(d, bad) ? i : 0, n);
+    *first_bad_index = first_bad(x, !bad.Any(d) ? i : 0, n);
     if (*first_bad_index >= 0) return 0;
   }
   float max = hn::GetLane(hn::MaxOfLanes(d, best));
@@ -219,15 +231,15 @@ int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vt = hn::Set(d, t);
-  auto bad = hn::FirstN(d, 0);
+  BadLanes bad(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto q = hn::Div(hn::LoadU(d, x + i), vt);
-    bad = hn::Or(bad, NaNOrPositiveInf(d, q));
+    bad.Check(d, q);
     hn::StoreU(q, d, x + i);
   }
   for (; i < n; ++i) x[i] /= t;
-  return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+  return first_bad(x, !bad.Any(d) ? n - n % lanes : 0, n);
 }
 
 // Spec §7.2's repetition factor where bit i of `seen` is set: positive logits times the float32
@@ -242,7 +254,7 @@ int64_t apply_repetition_dense(float* HWY_RESTRICT x, size_t n, const uint64_t* 
   const float inverse = 1.0f / r;
   const auto vinverse = hn::Set(d, inverse), vr = hn::Set(d, r), zero = hn::Zero(d);
   const auto inf = hn::Set(d, kInf);
-  auto bad = hn::FirstN(d, 0);
+  BadLanes bad(d);
   const auto* bytes = reinterpret_cast<const uint8_t*>(seen);
   auto scalar = [&](size_t i) {
     if (seen[i / 64] >> (i % 64) & 1) x[i] *= x[i] > 0 ? inverse : r;
@@ -259,27 +271,27 @@ int64_t apply_repetition_dense(float* HWY_RESTRICT x, size_t n, const uint64_t* 
       const auto v = hn::LoadU(d, x + j);
       const auto scaled = hn::Mul(v, hn::IfThenElse(hn::Gt(v, zero), vinverse, vr));
       const auto out = hn::IfThenElse(mask, scaled, v);
-      bad = hn::Or(bad, hn::Eq(out, inf));
+      bad.Note(d, hn::Eq(out, inf));
       hn::StoreU(out, d, x + j);
     }
   }
   const size_t tail = i;
   for (; i < n; ++i) scalar(i);
   // +inf came from a finite input (the row was checked): look only where one was flagged.
-  return first_bad(x, hn::AllFalse(d, bad) ? tail : 0, n);
+  return first_bad(x, !bad.Any(d) ? tail : 0, n);
 }
 
 // The first index holding NaN or +inf, or -1.
 int64_t find_nan_or_inf(const float* HWY_RESTRICT x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  auto bad = hn::FirstN(d, 0);
+  BadLanes bad(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
     const auto v = hn::LoadU(d, x + i);
-    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
+    bad.Check(d, v);
   }
-  return first_bad(x, hn::AllFalse(d, bad) ? n - n % lanes : 0, n);
+  return first_bad(x, !bad.Any(d) ? n - n % lanes : 0, n);
 }
 
 // Sum of exp(x - max) (ExpFlushToZero), lane-wise float partial sums in a fixed order, added in
@@ -437,10 +449,10 @@ HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn 
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vt = hn::Set(d, t);
-  auto bad = hn::FirstN(d, 0);
+  BadLanes bad(d);
   auto scaled = [&](hn::Vec<decltype(d)> v) {
     if constexpr (kDivide) v = hn::Div(v, vt);
-    bad = hn::Or(bad, NaNOrPositiveInf(d, v));
+    bad.Check(d, v);
     return v;
   };
   size_t i = from;
@@ -449,7 +461,7 @@ HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn 
     const auto valid = hn::FirstN(d, to - i);
     fn(i, hn::IfThenElse(valid, scaled(src.Tail(d, i, to - i)), hn::Set(d, -kInf)), valid);
   }
-  return !hn::AllFalse(d, bad);
+  return bad.Any(d);
 }
 
 // Softmax statistics of src / t by blocks of `block` entries, in one read of src: each block is
@@ -490,38 +502,46 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
   });
 }
 
-// compress_at_least over src / t, read in place: (id, value) of entries >= threshold, id order;
-// stops once more than `limit` passed. *bad: whether a NaN / +inf was seen (then the list is
-// meaningless).
+// compress_at_least over src / t, read in place: (id, value) of entries >= threshold, id order.
+// *bad: whether a NaN / +inf was seen (then the list is meaningless).
 template <bool kDivide, class Source>
 size_t compress_scaled_pass(Source src, size_t n, float t, float threshold,
-                            int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, size_t limit,
-                            bool* bad) {
+                            int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
-  const auto vthr = hn::Set(d, threshold);
-  size_t count = 0;
   const size_t lanes = hn::Lanes(d);
-  // Chunks of 64 vectors: the limit is checked between them (one branch per chunk, not per vector).
-  for (size_t start = 0; start < n && count <= limit; start += 64 * lanes)
-    *bad |= for_each_vector<kDivide>(
-        src, start, std::min(n, start + 64 * lanes), t, [&](size_t i, auto v, auto valid) {
-          const auto keep = hn::And(valid, hn::Ge(v, vthr));
-          if (hn::AllFalse(d, keep)) return;
-          hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
-          hn::StoreU(hn::Compress(v, keep), d, values + count);
-          count += hn::CountTrue(d, keep);
-        });
+  const auto vthr = hn::Set(d, threshold), vt = hn::Set(d, t);
+  BadLanes seen_bad(d);
+  size_t count = 0;
+  auto append = [&](size_t i, hn::Vec<decltype(d)> v, hn::Mask<decltype(d)> keep) {
+    hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
+    hn::StoreU(hn::Compress(v, keep), d, values + count);
+    count += hn::CountTrue(d, keep);
+  };
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    auto v = src.Whole(d, i);
+    if constexpr (kDivide) v = hn::Div(v, vt);
+    seen_bad.Check(d, v);
+    const auto keep = hn::Ge(v, vthr);
+    if (!hn::AllFalse(d, keep)) append(i, v, keep);
+  }
+  if (i < n) {
+    const auto valid = hn::FirstN(d, n - i);
+    auto v = src.Tail(d, i, n - i);  // padded with zeros: masked out below
+    if constexpr (kDivide) v = hn::Div(v, vt);
+    seen_bad.Note(d, hn::And(valid, NaNOrPositiveInf(d, v)));
+    append(i, v, hn::And(valid, hn::Ge(v, vthr)));
+  }
+  *bad = seen_bad.Any(d);
   return count;
 }
 
 size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
-                       int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, size_t limit,
-                       bool* bad) {
-  *bad = false;
+                       int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad) {
   return with_source(src, dtype, [&](auto source) {
-    return t == 1.0f ? compress_scaled_pass<false>(source, n, t, threshold, ids, values, limit, bad)
-                     : compress_scaled_pass<true>(source, n, t, threshold, ids, values, limit, bad);
+    return t == 1.0f ? compress_scaled_pass<false>(source, n, t, threshold, ids, values, bad)
+                     : compress_scaled_pass<true>(source, n, t, threshold, ids, values, bad);
   });
 }
 
@@ -594,9 +614,8 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
                                                    block_sums);
 }
 size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
-                       int32_t* ids, float* values, size_t limit, bool* bad) {
-  return HWY_DYNAMIC_DISPATCH(compress_scaled)(src, dtype, n, t, threshold, ids, values, limit,
-                                               bad);
+                       int32_t* ids, float* values, bool* bad) {
+  return HWY_DYNAMIC_DISPATCH(compress_scaled)(src, dtype, n, t, threshold, ids, values, bad);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {
