@@ -195,11 +195,13 @@ class CpuBackend final : public Backend {
     return last_kept;  // rounding left u * total at the very end
   }
 
-  // Spec §9.3 without a sort: the probability mass is histogrammed by the float bits of each
-  // probability (64 buckets an octave); buckets whose whole mass keeps the ascending cumulative
-  // sum <= 1 - p are masked, buckets above the crossing one kept, and only the crossing bucket's
-  // tokens are sorted and walked with the oracle's rule. Probabilities use the vector exp, so a
-  // token within float rounding of the cut may differ from the oracle (as vLLM's own kernels).
+  // Spec §9.3 without a sort. Probabilities q use the vector exp, so a token within float
+  // rounding of the cut may differ from the oracle (as vLLM's own kernels). The ascending
+  // cumulative sum crosses 1 - p inside a band [lo, hi) of probabilities guessed from samples
+  // (guess_band) and checked with one pass that sums every q < lo and lists the band; the band
+  // (a few thousand tokens, not the row) is histogrammed by the float bits of q, 64 buckets an
+  // octave; buckets below the crossing one are masked, buckets above kept, and only the crossing
+  // bucket's tokens are sorted and walked with the oracle's rule.
   static void top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
     const auto size = static_cast<size_t>(n);
     const TokenId top = static_cast<TokenId>(cpu::row_argmax(x, size));  // never masked
@@ -210,51 +212,77 @@ class CpuBackend final : public Backend {
     double sums[kMaxBlocks];
     const double total = cpu::exp_with_block_sums(x, w, size, max, block_size(n), sums);
     const auto inv_sum = static_cast<float>(1.0 / total);
-    constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
-    constexpr size_t kBuckets = (0x3f800000u >> kShift) + 1;
-    // Two interleaved histograms, merged after: neighbouring tokens often share a bucket, and
-    // one histogram would chain each add on the previous store.
-    static_assert(2 * kBuckets == kHistogramSize);
-    double* const mass = scratch.histogram.data();
-    double* const odd = mass + kBuckets;
-    std::fill(mass, mass + kBuckets, 0.0);
-    std::fill(odd, odd + kBuckets, 0.0);
-    size_t i = 0;
-    for (; i + 2 <= size; i += 2) {
-      const float q0 = w[i] * inv_sum, q1 = w[i + 1] * inv_sum;
-      mass[std::bit_cast<uint32_t>(q0) >> kShift] += q0;
-      odd[std::bit_cast<uint32_t>(q1) >> kShift] += q1;
-    }
-    if (i < size) mass[std::bit_cast<uint32_t>(w[i] * inv_sum) >> kShift] += w[i] * inv_sum;
-    for (size_t b = 0; b < kBuckets; ++b) mass[b] += odd[b];
     const float cut = 1.0f - top_p;
-    double cumulative = 0;
-    size_t key = 0;
-    for (; key + 1 < kBuckets; ++key) {
-      if (static_cast<float>(cumulative + mass[key]) > cut) break;
-      cumulative += mass[key];
+    int32_t* const ids = scratch.ids.data();
+    auto q = [&](int32_t id) { return w[id] * inv_sum; };
+    float lo = 0, hi = 2;  // hi above every probability: the band reaches the top
+    double below = 0;
+    size_t band = 0;
+    for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
+      guess_band(w, size, inv_sum, cut, margin, &lo, &hi);
+      band = cpu::probability_band(w, size, inv_sum, lo, hi, ids, &below);
+      if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
+      double band_mass = 0;
+      for (size_t i = 0; i < band; ++i) band_mass += q(ids[i]);
+      if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
+      break;
     }
-    // Zero probabilities come first in the ascending order with a sum of 0 <= cut: masked.
-    const float lo = key == 0 ? std::numeric_limits<float>::denorm_min()
-                              : std::bit_cast<float>(static_cast<uint32_t>(key << kShift));
-    const float hi = std::bit_cast<float>(static_cast<uint32_t>((key + 1) << kShift));
-    const size_t band =
-        cpu::mask_and_compress_band(x, w, size, inv_sum, lo, hi, scratch.ids.data());
+    constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
+    auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kShift; };
+    const uint32_t first_key = key(lo);
+    const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;
+    double* const mass = scratch.histogram.data();
+    std::fill(mass, mass + buckets, 0.0);
+    for (size_t i = 0; i < band; ++i) mass[key(q(ids[i])) - first_key] += q(ids[i]);
+    double cumulative = below;
+    size_t crossing = 0;
+    for (; crossing + 1 < buckets; ++crossing) {
+      if (static_cast<float>(cumulative + mass[crossing]) > cut) break;
+      cumulative += mass[crossing];
+    }
+    cpu::mask_probability_below(x, w, size, inv_sum, lo);
+    uint64_t* keys = scratch.keys.data();
+    size_t walked = 0;
+    for (size_t i = 0; i < band; ++i) {
+      const size_t bucket = key(q(ids[i])) - first_key;
+      if (bucket < crossing)
+        x[ids[i]] = kNegInf;
+      else if (bucket == crossing)
+        keys[walked++] = ascending_key(x[ids[i]], ids[i]);
+    }
     // A p so small that 1 - p rounds to about 1 can put the cut above every bucket, the top
     // token's included (rounded masses sum to just under 1): the largest is never masked, §9.3.
     x[top] = max;
-    uint64_t* keys = scratch.keys.data();
-    for (size_t i = 0; i < band; ++i) {
-      const int32_t id = scratch.ids[i];
-      keys[i] = (uint64_t{orderable(x[id])} << 32) | (0xffffffffu - static_cast<uint32_t>(id));
-    }
-    std::sort(keys, keys + band);
-    for (size_t i = 0; i < band; ++i) {
-      const auto id =
-          static_cast<TokenId>(0xffffffffu - static_cast<uint32_t>(keys[i] & 0xffffffffu));
-      cumulative += w[id] * inv_sum;
+    std::sort(keys, keys + walked);
+    for (size_t i = 0; i < walked; ++i) {
+      const TokenId id = key_id(keys[i]);
+      cumulative += q(id);
       if (static_cast<float>(cumulative) <= cut && id != top) x[id] = kNegInf;
     }
+  }
+
+  // The band of guess_band: m evenly spaced samples of q, sorted; each stands for n / m tokens,
+  // so their running sum estimates the ascending cumulative mass. Where it passes the cut, the
+  // band reaches `margin` samples either side (margin 0, or a short row: every probability).
+  static void guess_band(const float* w, size_t n, float inv_sum, float cut, size_t margin,
+                         float* lo, float* hi) {
+    constexpr size_t kSamples = 512;
+    *lo = 0.0f;
+    *hi = 2.0f;
+    if (margin == 0 || n < 8 * kSamples) return;
+    float samples[kSamples];
+    const size_t stride = n / kSamples;
+    for (size_t j = 0; j < kSamples; ++j) samples[j] = w[j * stride] * inv_sum;
+    std::sort(samples, samples + kSamples);
+    const double weight = static_cast<double>(n) / kSamples;
+    double estimate = 0;
+    size_t j = 0;
+    for (; j < kSamples; ++j) {
+      estimate += samples[j] * weight;
+      if (estimate > cut) break;
+    }
+    if (j >= margin) *lo = samples[j - margin];
+    if (j + margin < kSamples) *hi = samples[j + margin];
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -80,15 +80,24 @@ TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, si
   return last_kept;  // rounding left the target at the very end
 }
 
-// Temperature only, or min_p: the whole row's softmax statistics in one read.
+// Temperature only, or min_p: the whole row's softmax statistics in one read. min_p keeps the
+// entries >= about max + log(min_p): the statistics pass lists those within a margin of that on
+// the way, so the survivors need no second read (unless rounding put the threshold lower).
 TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
                         SortScratch scratch) {
+  constexpr size_t kBufferBlock = 2048;  // block_size for vocabularies up to 2^20
+  constexpr float kMinPMargin = 0.01f;
   const auto size = static_cast<size_t>(n);
   const size_t block = block_size(n), blocks = (size + block - 1) / block;
+  if (block > kBufferBlock) return kNoInputDraw;
+  float buffer[kBufferBlock + cpu::kCompressSlack];
   float block_max[kMaxBlocks];
   double sums[kMaxBlocks];
   const float t = params.temperature;
-  if (!cpu::block_softmax_stats(src, dtype, size, t, block, scratch.values.data(), block_max, sums))
+  cpu::NearMax near;
+  if (params.min_p > 0.0f)
+    near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
+  if (!cpu::block_softmax_stats(src, dtype, size, t, block, buffer, block_max, sums, &near))
     return kNoInputDraw;
   const float max = *std::max_element(block_max, block_max + blocks);
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
@@ -99,9 +108,13 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     const auto inv_sum = static_cast<float>(1.0 / total);
     const float from = smallest_kept(max, inv_sum, params.min_p * inv_sum);
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
-    bool bad = false;
-    const size_t kept = cpu::compress_scaled(src, dtype, size, t, from, scratch.ids.data(),
-                                             scratch.values.data(), &bad);
+    size_t listed = near.count;
+    if (from < max + near.below_max) {  // the list may miss some: read the row again
+      bool bad = false;
+      listed = cpu::compress_scaled(src, dtype, size, t, from, scratch.ids.data(),
+                                    scratch.values.data(), &bad);
+    }
+    const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
   }

@@ -28,11 +28,19 @@ const char* dispatch_target_name();
 int64_t load_f32(const float* src, float* dst, size_t n, float t);
 int64_t load_bf16(const uint16_t* src, float* dst, size_t n, float t);
 int64_t load_f16(const uint16_t* src, float* dst, size_t n, float t);
+// Entries near a row's max, listed by block_softmax_stats on the way (ids null: none listed).
+struct NearMax {
+  float below_max = 0;  // list entries >= max + below_max (below_max <= 0)
+  int32_t* ids = nullptr;
+  float* values = nullptr;
+  size_t count = 0;  // listed so far
+};
 // Softmax statistics of a caller's row divided by t, read in place, by blocks of `block`
 // entries: block_max[b] and the sum of exp(x - block_max[b]) in block_sums[b]. buffer: room for
-// one block. False if the row (or a quotient) holds NaN or +inf.
+// one block and a vector (64 floats). Lists in *near a superset of the entries >= max +
+// near->below_max (id order). False if the row (or a quotient) holds NaN or +inf.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
-                         float* buffer, float* block_max, double* block_sums);
+                         float* buffer, float* block_max, double* block_sums, NearMax* near);
 // compress_at_least (below) over a caller's row divided by t, read in place; *bad: whether it
 // held NaN or +inf (then the list means nothing).
 size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
@@ -61,9 +69,10 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
                            double* block_sums);
 // exp_with_block_sums without w: the same sums.
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums);
-// q = w * inv_sum: masks x where q < lo, appends ids with lo <= q < hi; returns how many.
-// ids: room for n + kCompressSlack.
-size_t mask_and_compress_band(float* x, const float* w, size_t n, float inv_sum, float lo, float hi,
-                              int32_t* ids);
+// With q = w * inv_sum: lists the ids with lo <= q < hi (id order; room for n + kCompressSlack)
+// and returns how many; *mass_below gets the sum of the q < lo.
+size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
+                        double* mass_below);
+void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, float lo);
 
 }  // namespace lastmile::cpu

@@ -465,19 +465,21 @@ HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn 
 }
 
 // Softmax statistics of src / t by blocks of `block` entries, in one read of src: each block is
-// converted into `buffer` (room for `block` floats, L1-resident), its max goes to block_max[b]
-// and the sum of exp(x - that max) to block_sums[b] (0 for a block of -inf only). Returns false
+// converted into `buffer` (room for `block` + one vector of floats, L1-resident), its max goes to
+// block_max[b] and the sum of exp(x - that max) to block_sums[b] (0 for a block of -inf only).
+// With `near.ids`, the entries >= (the max so far) + near.below_max are also listed, id order:
+// a superset of those >= the row's max + below_max, found without a second read. Returns false
 // if any entry is NaN or +inf (the caller's, or made by the division).
 template <bool kDivide, class Source>
 bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
                               float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                              double* HWY_RESTRICT block_sums) {
+                              double* HWY_RESTRICT block_sums, NearMax* near) {
   const hn::ScalableTag<float> d;
-  bool bad = false;
+  float max_so_far = -kInf;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     auto max = hn::Set(d, -kInf);
-    bad |= for_each_vector<kDivide>(src, start, end, t, [&](size_t i, auto v, auto) {
+    const bool bad = for_each_vector<kDivide>(src, start, end, t, [&](size_t i, auto v, auto) {
       max = hn::Max(max, v);
       hn::StoreU(v, d, buffer + (i - start));
     });
@@ -488,17 +490,24 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     double unused;
     block_sums[b] = exp_block_sums_pass<false>(buffer, nullptr, end - start, block_max[b],
                                                end - start, &unused);
+    if (near->ids == nullptr) continue;
+    max_so_far = std::max(max_so_far, block_max[b]);
+    const size_t from = near->count;
+    near->count += compress_at_least(buffer, end - start, max_so_far + near->below_max, false,
+                                     near->ids + from, near->values + from, SIZE_MAX);
+    for (size_t i = from; i < near->count; ++i) near->ids[i] += static_cast<int32_t>(start);
   }
   return true;
 }
 
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                         double* HWY_RESTRICT block_sums) {
+                         double* HWY_RESTRICT block_sums, NearMax* near) {
   return with_source(src, dtype, [&](auto source) {
-    return t == 1.0f
-               ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max, block_sums)
-               : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max, block_sums);
+    return t == 1.0f ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max,
+                                                       block_sums, near)
+                     : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max,
+                                                      block_sums, near);
   });
 }
 
@@ -545,34 +554,60 @@ size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float th
   });
 }
 
-// With q = w * inv_sum: x := -inf where q < lo; appends the ids with lo <= q < hi (id order).
-// ids needs room for n + kCompressSlack entries.
-size_t mask_and_compress_band(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
-                              float inv_sum, float lo, float hi, int32_t* HWY_RESTRICT ids) {
+// With q = w * inv_sum: appends the ids with lo <= q < hi (id order) and returns how many;
+// *mass_below = the sum of q < lo (float partial sums per 64 vectors, added in double). ids needs
+// room for n + kCompressSlack entries.
+size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, float lo, float hi,
+                        int32_t* HWY_RESTRICT ids, double* mass_below) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
   const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
-  const auto neg_inf = hn::Set(d, -kInf);
+  HWY_ALIGN float partial[hn::MaxLanes(d)];
   size_t count = 0, i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto q = hn::Mul(hn::LoadU(d, w + i), vinv);
-    const auto below = hn::Lt(q, vlo);
-    hn::StoreU(hn::IfThenElse(below, neg_inf, hn::LoadU(d, x + i)), d, x + i);
-    const auto band = hn::AndNot(below, hn::Lt(q, vhi));
-    if (hn::AllFalse(d, band)) continue;
-    hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, band)), di,
-               ids + count);  // the register form, as in compress_at_least
+  double below_sum = 0;
+  auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid,
+                  hn::Vec<decltype(d)>& sum) {
+    const auto below = hn::And(valid, hn::Lt(q, vlo));
+    sum = hn::Add(sum, hn::IfThenElseZero(below, q));
+    const auto band = hn::And(valid, hn::AndNot(below, hn::Lt(q, vhi)));
+    if (hn::AllFalse(d, band)) return;
+    hn::StoreU(hn::Compress(Indices(di, at), hn::RebindMask(di, band)), di, ids + count);
     count += hn::CountTrue(d, band);
+  };
+  auto flush = [&](hn::Vec<decltype(d)> sum) {
+    hn::Store(sum, d, partial);
+    for (size_t l = 0; l < lanes; ++l) below_sum += partial[l];
+  };
+  const auto all = hn::FirstN(d, lanes);
+  while (i + lanes <= n) {
+    auto sum = hn::Zero(d);
+    for (size_t v = 0; v < 64 && i + lanes <= n; ++v, i += lanes)
+      take(i, hn::Mul(hn::LoadU(d, w + i), vinv), all, sum);
+    flush(sum);
   }
-  for (; i < n; ++i) {
-    const float q = w[i] * inv_sum;
-    if (q < lo)
-      x[i] = -kInf;
-    else if (q < hi)
-      ids[count++] = static_cast<int32_t>(i);
+  if (i < n) {
+    auto sum = hn::Zero(d);
+    take(i, hn::Mul(LoadTail(d, w + i, n - i, 0.0f), vinv), hn::FirstN(d, n - i), sum);
+    flush(sum);
   }
+  *mass_below = below_sum;
   return count;
+}
+
+// x := -inf where w * inv_sum < lo.
+void mask_probability_below(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
+                            float inv_sum, float lo) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), neg_inf = hn::Set(d, -kInf);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto below = hn::Lt(hn::Mul(hn::LoadU(d, w + i), vinv), vlo);
+    hn::StoreU(hn::IfThenElse(below, neg_inf, hn::LoadU(d, x + i)), d, x + i);
+  }
+  for (; i < n; ++i)
+    if (w[i] * inv_sum < lo) x[i] = -kInf;
 }
 
 }  // namespace lastmile::cpu::HWY_NAMESPACE
@@ -597,7 +632,8 @@ HWY_EXPORT(count_at_least);
 HWY_EXPORT(compress_at_least);
 HWY_EXPORT(exp_with_block_sums);
 HWY_EXPORT(exp_block_sums);
-HWY_EXPORT(mask_and_compress_band);
+HWY_EXPORT(probability_band);
+HWY_EXPORT(mask_probability_below);
 
 int64_t load_f32(const float* src, float* dst, size_t n, float t) {
   return HWY_DYNAMIC_DISPATCH(load_f32)(src, dst, n, t);
@@ -609,9 +645,9 @@ int64_t load_f16(const uint16_t* src, float* dst, size_t n, float t) {
   return HWY_DYNAMIC_DISPATCH(load_f16)(src, dst, n, t);
 }
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
-                         float* buffer, float* block_max, double* block_sums) {
+                         float* buffer, float* block_max, double* block_sums, NearMax* near) {
   return HWY_DYNAMIC_DISPATCH(block_softmax_stats)(src, dtype, n, t, block, buffer, block_max,
-                                                   block_sums);
+                                                   block_sums, near);
 }
 size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
                        int32_t* ids, float* values, bool* bad) {
@@ -651,9 +687,12 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums) {
   return HWY_DYNAMIC_DISPATCH(exp_block_sums)(x, n, max, block, block_sums);
 }
-size_t mask_and_compress_band(float* x, const float* w, size_t n, float inv_sum, float lo, float hi,
-                              int32_t* ids) {
-  return HWY_DYNAMIC_DISPATCH(mask_and_compress_band)(x, w, n, inv_sum, lo, hi, ids);
+size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
+                        double* mass_below) {
+  return HWY_DYNAMIC_DISPATCH(probability_band)(w, n, inv_sum, lo, hi, ids, mass_below);
+}
+void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, float lo) {
+  HWY_DYNAMIC_DISPATCH(mask_probability_below)(x, w, n, inv_sum, lo);
 }
 }  // namespace lastmile::cpu
 #endif

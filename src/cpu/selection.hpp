@@ -70,8 +70,8 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
   }
 }
 
-// Keeps the listed candidates >= kth (ties at the k-th value kept, spec §9.2), in id order;
-// returns how many.
+// Keeps the listed candidates >= kth (top-k: ties at the k-th value kept, spec §9.2; min_p: its
+// smallest kept logit), in id order; returns how many.
 size_t keep_at_least(SortScratch scratch, size_t candidates, float kth);
 
 // Spec §9.3 on a list of `kept` entries (scratch.ids / values) with the oracle's arithmetic in

@@ -65,44 +65,72 @@ void expect_consistent_draw(const std::vector<float>& x, double u, TokenId fast,
                                                    << u << " step [" << below << ", " << at << "]";
 }
 
+// Top-p alone on x with the cpu backend and the oracle: the largest token stays, and the kept
+// sets differ only at tokens whose cumulative probability is within 1e-6 of 1 - p. Returns how
+// many tokens the oracle kept.
+int64_t expect_top_p_matches(const std::vector<float>& x, float p, int trial) {
+  Scratch a, b;
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> fast = x, slow = x;
+  cpu().apply_top_k_top_p(fast.data(), n, n, true, p, a.get(x.size()));
+  oracle().apply_top_k_top_p(slow.data(), n, n, true, p, b.get(x.size()));
+  const auto top = std::max_element(x.begin(), x.end()) - x.begin();  // the first largest
+  if (x[top] != -kInf) {
+    EXPECT_EQ(fast[top], x[top]) << "trial " << trial << " p " << p;
+  }
+  // The oracle's ascending cumulative probability of each token, in double.
+  std::vector<int32_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t i, int32_t j) { return x[i] < x[j] || (x[i] == x[j] && i > j); });
+  const float max = x[order.back()];
+  if (max == -kInf) return 0;
+  double total = 0;
+  for (float v : x) total += std::exp(static_cast<double>(v) - max);
+  double cumulative = 0;
+  int64_t kept = 0;
+  for (int32_t id : order) {
+    cumulative += std::exp(static_cast<double>(x[id]) - max) / total;
+    if (std::isinf(fast[id]) != std::isinf(slow[id])) {
+      EXPECT_NEAR(cumulative, 1.0 - p, 1e-6) << "trial " << trial << " token " << id;
+    }
+    kept += !std::isinf(slow[id]);
+  }
+  return kept;
+}
+
 TEST(CpuBackendProperty, TopPAloneKeepsTheOraclesSetUpToRounding) {
   std::mt19937_64 rng(15);
-  Scratch a, b;
   int64_t kept_total = 0;
   for (int trial = 0; trial < 200; ++trial) {
-    std::vector<float> x = random_row(rng);
-    const auto n = static_cast<int64_t>(x.size());
     // p = 1, tiny p (1 - p rounds to about 1: only the largest may stay) and ordinary p.
     const float p = trial % 10 == 0 ? 1.0f
                     : trial % 10 == 1
                         ? std::pow(10.0f, std::uniform_real_distribution<float>(-9.0f, -6.0f)(rng))
                         : std::uniform_real_distribution<float>(0.05f, 1.0f)(rng);
-    std::vector<float> fast = x, slow = x;
-    cpu().apply_top_k_top_p(fast.data(), n, n, true, p, a.get(x.size()));
-    oracle().apply_top_k_top_p(slow.data(), n, n, true, p, b.get(x.size()));
-    const auto top = std::max_element(x.begin(), x.end()) - x.begin();  // the first largest
-    if (x[top] != -kInf) {
-      EXPECT_EQ(fast[top], x[top]) << "trial " << trial << " p " << p;
-    }
-    // The oracle's ascending cumulative probability of each token, in double.
-    std::vector<int32_t> order(x.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(),
-              [&](int32_t i, int32_t j) { return x[i] < x[j] || (x[i] == x[j] && i > j); });
-    const float max = x[order.back()];
-    if (max == -kInf) continue;
-    double total = 0;
-    for (float v : x) total += std::exp(static_cast<double>(v) - max);
-    double cumulative = 0;
-    for (int32_t id : order) {
-      cumulative += std::exp(static_cast<double>(x[id]) - max) / total;
-      if (std::isinf(fast[id]) != std::isinf(slow[id])) {
-        EXPECT_NEAR(cumulative, 1.0 - p, 1e-6) << "trial " << trial << " token " << id;
-      }
-      kept_total += !std::isinf(slow[id]);
-    }
+    kept_total += expect_top_p_matches(random_row(rng), p, trial);
   }
   EXPECT_GT(kept_total, 10000);
+}
+
+// The cpu backend guesses where the cut falls from evenly spaced samples; rows whose sampled
+// positions lie (all large, or all small, or one huge outlier) make the guess wrong, and the
+// checked band must widen until it holds the cut: still the oracle's set.
+TEST(CpuBackendProperty, TopPAloneSurvivesMisleadingSamples) {
+  std::mt19937_64 rng(17);
+  for (int trial = 0; trial < 24; ++trial) {
+    const size_t n = 40000, stride = n / 512;
+    std::normal_distribution<float> body(0.0f, 1.0f);
+    std::vector<float> x(n);
+    for (float& v : x) v = body(rng);
+    for (size_t i = 0; i < n; i += stride) {
+      if (trial % 3 == 0) x[i] += 6.0f;  // the samples look like the head
+      if (trial % 3 == 1) x[i] -= 6.0f;  // the samples look like the tail
+    }
+    if (trial % 3 == 2) x[rng() % n] = 14.0f;  // one token carries most of the mass
+    const float p = std::uniform_real_distribution<float>(0.1f, 0.99f)(rng);
+    EXPECT_GT(expect_top_p_matches(x, p, trial), 0);
+  }
 }
 
 TEST(CpuBackendProperty, TopKAndTopPKeepTheOraclesSet) {
