@@ -5,7 +5,8 @@
 #include "lastmile/request_batch.hpp"
 
 #include <algorithm>
-#include <unordered_map>
+#include <bit>
+#include <utility>
 
 #include "lastmile/error.hpp"
 #include "random/philox.hpp"
@@ -16,20 +17,67 @@
 namespace lastmile {
 namespace detail {
 
+// Output token id -> index in a request's output_counts: open addressing over a power-of-two
+// table at most half full, which doubles when it would not be. reserve() sizes it up front, so a
+// step that meets a new token allocates nothing (a node-based map allocated on every new token).
+class OutputIndex {
+ public:
+  // Room for `tokens` distinct ids without growing; keys(i) is the id at index i (to rehash).
+  template <class KeyAt>
+  void reserve(size_t tokens, KeyAt keys) {
+    size_t size = 16;
+    while (size < 2 * tokens) size *= 2;
+    if (size <= slots_.size()) return;
+    const std::vector<uint32_t> old = std::exchange(slots_, std::vector<uint32_t>(size, 0));
+    for (uint32_t index : old)
+      if (index != 0) slots_[free_slot(keys(index - 1))] = index;
+  }
+  // The index of `id`, or `next` (recorded) when it is new.
+  template <class KeyAt>
+  uint32_t find_or_insert(TokenId id, uint32_t next, KeyAt keys) {
+    if (2 * (size_t{next} + 1) > slots_.size()) reserve(2 * (size_t{next} + 1), keys);
+    size_t at = slot_of(id);
+    for (; slots_[at] != 0; at = (at + 1) & (slots_.size() - 1))
+      if (keys(slots_[at] - 1) == id) return slots_[at] - 1;
+    slots_[at] = next + 1;
+    return next;
+  }
+
+ private:
+  size_t slot_of(TokenId id) const {  // Fibonacci hashing: the top bits of id * 2^32 / phi
+    const int bits = std::countr_zero(slots_.size());
+    return (static_cast<uint32_t>(id) * 0x9e3779b9u) >> (32 - bits);
+  }
+  size_t free_slot(TokenId id) const {
+    size_t at = slot_of(id);
+    while (slots_[at] != 0) at = (at + 1) & (slots_.size() - 1);
+    return at;
+  }
+  std::vector<uint32_t> slots_;  // index + 1; 0: empty
+};
+
 struct KeptRequest {
   std::string id;
   std::vector<TokenId> prompt;
   std::vector<TokenId> output;
   uint64_t seed = 0;
-  std::vector<uint64_t> seen;                       // bit t: token t in the prompt or output
-  std::vector<TokenCount> output_counts;            // one entry per distinct output token
-  std::unordered_map<TokenId, uint32_t> output_of;  // token id -> index in output_counts
+  std::vector<uint64_t> seen;             // bit t: token t in the prompt or output
+  std::vector<TokenCount> output_counts;  // one entry per distinct output token
+  OutputIndex output_of;                  // token id -> index in output_counts
 
+  void reserve_output(size_t tokens) {
+    output.reserve(tokens);
+    output_counts.reserve(tokens);
+    output_of.reserve(tokens, [this](uint32_t i) { return output_counts[i].token_id; });
+  }
   void add_output(TokenId id) {
+    output.push_back(id);
     mark_seen(seen, id);
-    auto [it, inserted] = output_of.try_emplace(id, static_cast<uint32_t>(output_counts.size()));
-    if (inserted) output_counts.push_back({id, 0, false});
-    ++output_counts[it->second].output_count;
+    const auto next = static_cast<uint32_t>(output_counts.size());
+    const uint32_t index = output_of.find_or_insert(
+        id, next, [this](uint32_t i) { return output_counts[i].token_id; });
+    if (index == next) output_counts.push_back({id, 0, false});
+    ++output_counts[index].output_count;
   }
 };
 
@@ -37,7 +85,8 @@ class RequestBatchImpl {
  public:
   explicit RequestBatchImpl(SamplerConfig config) : sampler_(std::move(config)) {}
 
-  void add(std::string_view id, const RequestParams& params, std::span<const TokenId> prompt) {
+  void add(std::string_view id, const RequestParams& params, std::span<const TokenId> prompt,
+           int64_t max_output_tokens) {
     const std::string who = "request '" + std::string(id) + "'";
     if (find(id) >= 0) throw InvalidArgument(who + ": request_id is already in the batch");
     const SamplerConfig& config = sampler_.config();
@@ -46,12 +95,16 @@ class RequestBatchImpl {
           who + ": the batch is full (max_batch = " + std::to_string(config.max_batch) + ")");
     validate_params(who, params, config.vocab_size);
     validate_token_ids(who, "prompt_token_ids", prompt, config.vocab_size);
+    if (max_output_tokens < 0)
+      throw InvalidArgument(who + ": max_output_tokens must be >= 0, got " +
+                            std::to_string(max_output_tokens));
     auto request = std::make_unique<KeptRequest>();
     request->id = std::string(id);
     request->prompt.assign(prompt.begin(), prompt.end());
     request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_++);
     request->seen.assign(seen_words(config.vocab_size), 0);
     for (TokenId t : prompt) mark_seen(request->seen, t);
+    request->reserve_output(static_cast<size_t>(max_output_tokens));
     requests_.push_back(std::move(request));
     batch_.requests.emplace_back().params = params;
   }
@@ -95,9 +148,7 @@ class RequestBatchImpl {
     const SamplerOutput& out = sampler_.sample(logits, batch_, kept_);
     for (size_t i = 0; i < requests_.size(); ++i) {
       KeptRequest& r = *requests_[i];
-      const TokenId token = out.sampled_token_ids[i];
-      r.output.push_back(token);
-      r.add_output(token);
+      r.add_output(out.sampled_token_ids[i]);
     }
     return out;
   }
@@ -147,8 +198,9 @@ RequestBatch::RequestBatch(RequestBatch&&) noexcept = default;
 RequestBatch& RequestBatch::operator=(RequestBatch&&) noexcept = default;
 
 void RequestBatch::add(std::string_view request_id, const RequestParams& params,
-                       std::span<const TokenId> prompt_token_ids) {
-  detail::translating_bad_alloc("add", [&] { impl_->add(request_id, params, prompt_token_ids); });
+                       std::span<const TokenId> prompt_token_ids, int64_t max_output_tokens) {
+  detail::translating_bad_alloc(
+      "add", [&] { impl_->add(request_id, params, prompt_token_ids, max_output_tokens); });
 }
 void RequestBatch::remove(std::string_view request_id) { impl_->remove(request_id); }
 void RequestBatch::reorder(std::span<const std::string> request_ids) {

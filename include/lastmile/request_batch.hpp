@@ -40,8 +40,10 @@ class RequestBatch {
   // Appends a request as the last row. Throws InvalidArgument on bad params or ids, a duplicate
   // id, or a full batch (max_batch). Unseeded requests get a seed from the sampler's seed and
   // a counter of requests added, so their streams do not depend on batch position.
+  // max_output_tokens reserves room for that many output tokens: steps then allocate nothing
+  // until the request outgrows it (beyond it, storage grows geometrically, as a vector's).
   void add(std::string_view request_id, const RequestParams& params,
-           std::span<const TokenId> prompt_token_ids = {});
+           std::span<const TokenId> prompt_token_ids = {}, int64_t max_output_tokens = 0);
   // Removes a request; the rows after it move up by one. Throws on an unknown id.
   void remove(std::string_view request_id);
   // Puts the requests in the given order: a permutation of the current ids.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <set>
 
 #include "unit/test_util.hpp"
 
@@ -96,6 +97,44 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
     const int64_t before = g_allocations.load();
     for (int step = 0; step < 5; ++step) sampler.sample(view, batch);
     EXPECT_EQ(g_allocations.load() - before, 0) << "threads " << threads;
+  }
+}
+
+// A RequestBatch whose requests reserved their output length steps without allocating, while
+// every step appends a token (mostly new ones: flat logits) to histories that penalties read.
+TEST(Allocation, RequestBatchStepsWithinReservedOutputAllocateNothing) {
+  constexpr int64_t kVocab = 1000;
+  constexpr int kRows = 4, kSteps = 40;
+  std::vector<float> logits(kRows * kVocab);
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f;
+  for (int threads : {1, 2}) {
+    lastmile::SamplerConfig config;
+    config.vocab_size = kVocab;
+    config.max_batch = kRows;
+    config.threads = threads;
+    lastmile::RequestBatch batch(config);
+    const std::vector<TokenId> prompt = {1, 2, 3};
+    for (int r = 0; r < kRows; ++r) {
+      lastmile::RequestParams params;
+      params.seed = static_cast<uint64_t>(r);
+      params.repetition_penalty = 1.1f;
+      params.frequency_penalty = 0.2f;
+      params.presence_penalty = 0.1f;
+      if (r == 1) params.top_k = 50;
+      if (r == 2) params.temperature = 0.0f;
+      const char* const ids[kRows] = {"r0", "r1", "r2", "r3"};
+      batch.add(ids[r], params, prompt, kSteps + 1);
+    }
+    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+    batch.step(view);  // warm-up: sizes the workspace
+    const int64_t before = g_allocations.load();
+    for (int step = 0; step < kSteps; ++step) batch.step(view);
+    EXPECT_EQ(g_allocations.load() - before, 0) << "threads " << threads;
+    const std::span<const TokenId> output = batch.output_token_ids("r0");
+    ASSERT_EQ(output.size(), size_t{kSteps + 1});
+    const std::set<TokenId> distinct(output.begin(), output.end());
+    EXPECT_GT(distinct.size(), size_t{16}) << "the index must have met many new tokens";
   }
 }
 

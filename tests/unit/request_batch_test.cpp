@@ -58,6 +58,29 @@ TEST(RequestBatch, DuplicateIdIsRejected) {
   EXPECT_EQ(batch.size(), 1);
 }
 
+TEST(RequestBatch, NegativeMaxOutputTokensIsRejected) {
+  RequestBatch batch(make_config(4, 3));
+  expect_message([&] { batch.add("a", greedy_params(), {}, -1); },
+                 "request 'a': max_output_tokens must be >= 0, got -1");
+  EXPECT_EQ(batch.size(), 0);
+}
+
+// Outputs past the reserved length still grow (the index rehashes): histories stay whole.
+TEST(RequestBatch, OutputsOutgrowTheirReservation) {
+  const int64_t vocab = 64;
+  RequestBatch batch(make_config(vocab, 1));
+  lastmile::RequestParams params;
+  params.seed = 3;
+  params.frequency_penalty = 0.5f;
+  batch.add("a", params, {}, 2);
+  std::vector<float> logits(vocab, 0.0f);
+  for (int step = 0; step < 100; ++step)
+    batch.step(lastmile::LogitsView::f32(logits.data(), 1, vocab));
+  const auto output = batch.output_token_ids("a");
+  ASSERT_EQ(output.size(), 100u);
+  EXPECT_GT(std::set<TokenId>(output.begin(), output.end()).size(), 20u);
+}
+
 TEST(RequestBatch, FullBatchIsRejected) {
   RequestBatch batch(make_config(4, 2));
   batch.add("a", greedy_params());
