@@ -8,7 +8,8 @@
 #include "cpu/kernels.hpp"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/row_ops.cpp"  // this file, re-included once per target
-#include <hwy/foreach_target.h>               // must come before highway.h
+#include <hwy/cache_control.h>
+#include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
 // clang-format off: Highway's math after highway.h, re-included per target
 #include <hwy/contrib/math/math-inl.h>
@@ -100,6 +101,7 @@ HWY_INLINE void StoreTail(D d, hn::Vec<D> v, float* HWY_RESTRICT x, size_t count
 // F16C on x86).
 struct Float32Source {
   const float* x;
+  uintptr_t Address(size_t i) const { return reinterpret_cast<uintptr_t>(x + i); }
   template <class D>
   hn::Vec<D> Whole(D d, size_t i) const {
     return hn::LoadU(d, x + i);
@@ -111,6 +113,7 @@ struct Float32Source {
 };
 struct BFloat16Source {
   const uint16_t* x;
+  uintptr_t Address(size_t i) const { return reinterpret_cast<uintptr_t>(x + i); }
   template <class D>
   hn::Vec<D> Whole(D d, size_t i) const {
     const hn::Rebind<uint16_t, D> du16;
@@ -126,6 +129,7 @@ struct BFloat16Source {
 };
 struct Float16Source {
   const uint16_t* x;
+  uintptr_t Address(size_t i) const { return reinterpret_cast<uintptr_t>(x + i); }
   template <class D>
   hn::Vec<D> Whole(D d, size_t i) const {
     const hn::Rebind<hwy::float16_t, D> df16;
@@ -389,7 +393,8 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
 // for any thread count, and a block summed alone gives the same sum.
 template <bool kStore>
 double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
-                           size_t block, double* HWY_RESTRICT block_sums) {
+                           size_t block, double* HWY_RESTRICT block_sums, uintptr_t prefetch = 0,
+                           uintptr_t prefetch_end = 0) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
@@ -399,7 +404,9 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
     const size_t end = std::min(n, start + block);
     auto sum = hn::Zero(d);
     size_t i = start;
-    for (; i + lanes <= end; i += lanes) {
+    for (; i + lanes <= end; i += lanes, prefetch += 64) {
+      if (prefetch < prefetch_end)  // one line a vector, if asked
+        hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
       const auto e = ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
       sum = hn::Add(sum, e);
@@ -487,9 +494,12 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
     block_sums[b] = 0;
     if (block_max[b] == -kInf) continue;
+    // The next block streams in while this one's Exp runs (a prefetch per Exp vector): else the
+    // read and the arithmetic took turns (70 vs 44 us per 128k row, from memory vs from cache).
     double unused;
-    block_sums[b] = exp_block_sums_pass<false>(buffer, nullptr, end - start, block_max[b],
-                                               end - start, &unused);
+    block_sums[b] =
+        exp_block_sums_pass<false>(buffer, nullptr, end - start, block_max[b], end - start, &unused,
+                                   src.Address(end), src.Address(std::min(n, end + block)));
     if (near->ids == nullptr) continue;
     max_so_far = std::max(max_so_far, block_max[b]);
     const size_t from = near->count;
