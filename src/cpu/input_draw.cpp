@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cpu/kernels.hpp"
 #include "cpu/selection.hpp"
@@ -56,6 +57,32 @@ float scaled_entry(const void* src, DType dtype, size_t i, float t) {
       break;
   }
   return t == 1.0f ? v : v / t;
+}
+
+// The smallest float v whose quotient v / t reaches threshold (division by t > 0 is monotone):
+// comparing a caller's values with it selects exactly the entries whose quotients pass, with no
+// division over the row.
+float smallest_dividend_at_least(float threshold, float t) {
+  if (t == 1.0f || threshold == kNegInf) return threshold;
+  auto passes = [&](uint32_t key) { return from_orderable(key) / t >= threshold; };
+  uint32_t lo = orderable(kNegInf), hi = orderable(std::numeric_limits<float>::infinity());
+  while (hi - lo > 1) {  // -inf / t fails (threshold > -inf), +inf / t passes
+    const uint32_t mid = lo + (hi - lo) / 2;
+    (passes(mid) ? hi : lo) = mid;
+  }
+  return from_orderable(hi);
+}
+
+// Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
+// kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries
+// are listed first of all, so an overflow anywhere shows among them).
+size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
+                            SortScratch scratch) {
+  bool bad = false;
+  const size_t count = cpu::compress_source(src, dtype, n, smallest_dividend_at_least(threshold, t),
+                                            scratch.ids.data(), scratch.values.data(), &bad);
+  if (bad || (t != 1.0f && cpu::divide(scratch.values.data(), count, t) >= 0)) return kNotListed;
+  return count;
 }
 
 // The oracle's walk from block `start` on, each chunk converted and weighted with the vector exp
@@ -109,11 +136,8 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     const float from = smallest_kept(max, inv_sum, params.min_p * inv_sum);
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
     size_t listed = near.count;
-    if (from < max + near.below_max) {  // the list may miss some: read the row again
-      bool bad = false;
-      listed = cpu::compress_scaled(src, dtype, size, t, from, scratch.ids.data(),
-                                    scratch.values.data(), &bad);
-    }
+    if (from < max + near.below_max)  // the list may miss some: read the row again
+      listed = list_scaled_at_least(src, dtype, size, t, from, scratch);
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
@@ -140,13 +164,8 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
     return v;
   };
   auto compress = [&](float threshold) {
-    bool seen_bad = false;
-    const size_t count =
-        bad ? 0
-            : cpu::compress_scaled(src, dtype, static_cast<size_t>(n), t, threshold,
-                                   scratch.ids.data(), scratch.values.data(), &seen_bad);
-    bad = bad || seen_bad;
-    return bad ? kNotListed : count;
+    return bad ? kNotListed
+               : list_scaled_at_least(src, dtype, static_cast<size_t>(n), t, threshold, scratch);
   };
   size_t candidates = 0;
   const std::optional<float> kth =

@@ -41,10 +41,10 @@ struct NearMax {
 // near->below_max (id order). False if the row (or a quotient) holds NaN or +inf.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near);
-// compress_at_least (below) over a caller's row divided by t, read in place; *bad: whether it
+// compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
 // held NaN or +inf (then the list means nothing).
-size_t compress_scaled(const void* src, DType dtype, size_t n, float t, float threshold,
-                       int32_t* ids, float* values, bool* bad);
+size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
+                       float* values, bool* bad);
 int64_t row_argmax(const float* x, size_t n);  // n > 0, NaN-free; one pass
 // row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);

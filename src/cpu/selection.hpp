@@ -37,7 +37,7 @@ inline TokenId key_id(uint64_t key) {
 }
 
 // The k-th largest of n values (duplicates counted), 1 <= k <= n, without sorting them: the j-th
-// largest of 256 evenly spaced samples (sample(i) for i < n) gives a threshold expected to keep
+// largest of 512 evenly spaced samples (sample(i) for i < n) gives a threshold expected to keep
 // about 2k entries (plus a margin); compress(threshold) lists every entry >= it in
 // scratch.ids / values (id order) and returns how many, or kNotListed to give up (nullopt). The
 // k-th is selected among them; the threshold drops until at least k pass (-inf keeps all).
@@ -45,7 +45,7 @@ inline TokenId key_id(uint64_t key) {
 template <class Sample, class Compress>
 std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size_t* candidates,
                                  Sample sample, Compress compress) {
-  constexpr int64_t kSamples = 256;
+  constexpr int64_t kSamples = 512;
   float samples[kSamples];
   const int64_t m = std::min(n, kSamples);
   const int64_t stride = n / m;
