@@ -219,7 +219,8 @@ class CpuBackend final : public Backend {
     double below = 0;
     size_t band = 0;
     for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
-      guess_band(w, size, inv_sum, cut, margin, &lo, &hi);
+      guess_band(
+          size, cut, margin, [&](size_t i) { return w[i] * inv_sum; }, &lo, &hi);
       band = cpu::probability_band(w, size, inv_sum, lo, hi, ids, &below);
       if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
       double band_mass = 0;
@@ -227,62 +228,10 @@ class CpuBackend final : public Backend {
       if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
       break;
     }
-    constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
-    auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kShift; };
-    const uint32_t first_key = key(lo);
-    const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;
-    double* const mass = scratch.histogram.data();
-    std::fill(mass, mass + buckets, 0.0);
-    for (size_t i = 0; i < band; ++i) mass[key(q(ids[i])) - first_key] += q(ids[i]);
-    double cumulative = below;
-    size_t crossing = 0;
-    for (; crossing + 1 < buckets; ++crossing) {
-      if (static_cast<float>(cumulative + mass[crossing]) > cut) break;
-      cumulative += mass[crossing];
-    }
     cpu::mask_probability_below(x, w, size, inv_sum, lo);
-    uint64_t* keys = scratch.keys.data();
-    size_t walked = 0;
-    for (size_t i = 0; i < band; ++i) {
-      const size_t bucket = key(q(ids[i])) - first_key;
-      if (bucket < crossing)
-        x[ids[i]] = kNegInf;
-      else if (bucket == crossing)
-        keys[walked++] = ascending_key(x[ids[i]], ids[i]);
-    }
-    // A p so small that 1 - p rounds to about 1 can put the cut above every bucket, the top
-    // token's included (rounded masses sum to just under 1): the largest is never masked, §9.3.
-    x[top] = max;
-    std::sort(keys, keys + walked);
-    for (size_t i = 0; i < walked; ++i) {
-      const TokenId id = key_id(keys[i]);
-      cumulative += q(id);
-      if (static_cast<float>(cumulative) <= cut && id != top) x[id] = kNegInf;
-    }
-  }
-
-  // The band of guess_band: m evenly spaced samples of q, sorted; each stands for n / m tokens,
-  // so their running sum estimates the ascending cumulative mass. Where it passes the cut, the
-  // band reaches `margin` samples either side (margin 0, or a short row: every probability).
-  static void guess_band(const float* w, size_t n, float inv_sum, float cut, size_t margin,
-                         float* lo, float* hi) {
-    constexpr size_t kSamples = 512;
-    *lo = 0.0f;
-    *hi = 2.0f;
-    if (margin == 0 || n < 8 * kSamples) return;
-    float samples[kSamples];
-    const size_t stride = n / kSamples;
-    for (size_t j = 0; j < kSamples; ++j) samples[j] = w[j * stride] * inv_sum;
-    std::sort(samples, samples + kSamples);
-    const double weight = static_cast<double>(n) / kSamples;
-    double estimate = 0;
-    size_t j = 0;
-    for (; j < kSamples; ++j) {
-      estimate += samples[j] * weight;
-      if (estimate > cut) break;
-    }
-    if (j >= margin) *lo = samples[j - margin];
-    if (j + margin < kSamples) *hi = samples[j + margin];
+    mask_band(
+        ids, band, [&](size_t i) { return q(ids[i]); }, [&](size_t i) { return x[ids[i]]; }, below,
+        lo, hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

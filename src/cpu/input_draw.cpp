@@ -7,7 +7,8 @@
 // - min_p: the same statistics, then the oracle's test as a logit threshold and the survivors;
 // - top-k (and top-p): candidates above a sampled threshold, the k-th among them, top-p's cut on
 //   the list, the draw on the list.
-// Top-p without top-k, and min_p with top-k or top-p, need the whole processed row: the steps.
+// - top-p alone: the probabilities from the band's low end up, listed on a second read.
+// min_p with top-k or top-p needs the whole processed row: the steps.
 #include "cpu/input_draw.hpp"
 
 #include <algorithm>
@@ -20,6 +21,9 @@
 
 namespace lastmile::detail::cpu_selection {
 namespace {
+
+// Entries converted and weighted at a time on the stack.
+constexpr size_t kChunk = 256;
 
 size_t bytes_per_entry(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
@@ -89,7 +93,6 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
 // (the weights the block sums were made of), until the cumulative sum passes target.
 TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, size_t start,
                   double cumulative, double target) {
-  constexpr size_t kChunk = 256;
   float values[kChunk], weights[kChunk];
   TokenId last_kept = 0;
   for (; start < n; start += kChunk) {
@@ -107,47 +110,142 @@ TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, si
   return last_kept;  // rounding left the target at the very end
 }
 
-// Temperature only, or min_p: the whole row's softmax statistics in one read. min_p keeps the
-// entries >= about max + log(min_p): the statistics pass lists those within a margin of that on
-// the way, so the survivors need no second read (unless rounding put the threshold lower).
-TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
-                        SortScratch scratch) {
+// The softmax statistics of the whole row src / t in one read: block maxima and sums, the sums
+// rescaled to the row's max. False: a NaN / +inf, or a vocabulary over 2^20 (blocks larger than
+// the stack buffer).
+struct RowSoftmax {
+  size_t block = 0, blocks = 0;
+  float max = kNegInf;
+  double total = 0;
+  double sums[kMaxBlocks];  // block b's sum of exp(x - max)
+};
+
+bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
+                 RowSoftmax* row) {
   constexpr size_t kBufferBlock = 2048;  // block_size for vocabularies up to 2^20
-  constexpr float kMinPMargin = 0.01f;
-  const auto size = static_cast<size_t>(n);
-  const size_t block = block_size(n), blocks = (size + block - 1) / block;
-  if (block > kBufferBlock) return kNoInputDraw;
+  row->block = block_size(static_cast<int64_t>(n));
+  row->blocks = (n + row->block - 1) / row->block;
+  if (row->block > kBufferBlock) return false;
   float buffer[kBufferBlock + cpu::kCompressSlack];
   float block_max[kMaxBlocks];
-  double sums[kMaxBlocks];
+  if (!cpu::block_softmax_stats(src, dtype, n, t, row->block, buffer, block_max, row->sums, near))
+    return false;
+  row->max = *std::max_element(block_max, block_max + row->blocks);
+  row->total = 0;
+  if (row->max == kNegInf) return true;
+  for (size_t b = 0; b < row->blocks; ++b)  // from each block's own max to the row's
+    row->total += row->sums[b] *= std::exp(static_cast<double>(block_max[b]) - row->max);
+  return true;
+}
+
+// Temperature only, or min_p. min_p keeps the entries >= about max + log(min_p): the statistics
+// pass lists those within a margin of that on the way, so the survivors need no second read
+// (unless rounding put the threshold lower).
+TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                        SortScratch scratch) {
+  constexpr float kMinPMargin = 0.01f;
+  const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
   cpu::NearMax near;
   if (params.min_p > 0.0f)
     near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
-  if (!cpu::block_softmax_stats(src, dtype, size, t, block, buffer, block_max, sums, &near))
-    return kNoInputDraw;
-  const float max = *std::max_element(block_max, block_max + blocks);
-  if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
-  double total = 0;
-  for (size_t b = 0; b < blocks; ++b)  // each block's sum, rescaled from its own max to the row's
-    total += sums[b] *= std::exp(static_cast<double>(block_max[b]) - max);
+  RowSoftmax row;
+  if (!row_softmax(src, dtype, size, t, &near, &row)) return kNoInputDraw;
+  if (row.max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   if (params.min_p > 0.0f) {
-    const auto inv_sum = static_cast<float>(1.0 / total);
-    const float from = smallest_kept(max, inv_sum, params.min_p * inv_sum);
+    const auto inv_sum = static_cast<float>(1.0 / row.total);
+    const float from = smallest_kept(row.max, inv_sum, params.min_p * inv_sum);
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
     size_t listed = near.count;
-    if (from < max + near.below_max)  // the list may miss some: read the row again
+    if (from < row.max + near.below_max)  // the list may miss some: read the row again
       listed = list_scaled_at_least(src, dtype, size, t, from, scratch);
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
   }
-  const double target = u * total;
+  const double target = u * row.total;
   double cumulative = 0;
   size_t start = 0;
-  for (size_t b = 0; start + block < size && cumulative + sums[b] <= target; ++b, start += block)
-    cumulative += sums[b];
-  return walk_from(src, dtype, size, t, max, start, cumulative, target);
+  for (size_t b = 0; start + row.block < size && cumulative + row.sums[b] <= target;
+       ++b, start += row.block)
+    cumulative += row.sums[b];
+  return walk_from(src, dtype, size, t, row.max, start, cumulative, target);
+}
+
+// Top-p alone, deciding as the steps do (cpu_backend.cpp top_p_without_sort) with the same
+// probabilities q = exp(x - max) * inv_sum: a band guessed from samples; then, since q >= lo is a
+// logit threshold (up to the exp's rounding), one compress of the (now cache-resident) row lists
+// the candidates above it with a margin, the vector exp gives their q, and the band is those with
+// q >= lo; the mass below it is the rest of the total. mask_band decides among them, and the draw
+// walks the kept ones with q as weights (proportional to exp(x - max) up to one rounding). Bands
+// that stop below the top, or list over 1/8 of the row, go to the steps.
+TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                   SortScratch scratch) {
+  constexpr float kLogitMargin = 1e-3f;  // far above the exp's 1 ULP, and max's rounding
+  const auto size = static_cast<size_t>(n);
+  const float t = params.temperature;
+  cpu::NearMax none;
+  RowSoftmax row;
+  if (!row_softmax(src, dtype, size, t, &none, &row)) return kNoInputDraw;
+  if (row.max == kNegInf) return 0;
+  const auto inv_sum = static_cast<float>(1.0 / row.total);
+  const float cut = 1.0f - params.top_p;
+  int32_t* const ids = scratch.ids.data();
+  float* const qs = scratch.values.data();  // the listed quotients, then their q
+  auto sample_q = [&](size_t i) {
+    return std::exp(scaled_entry(src, dtype, i, t) - row.max) * inv_sum;  // a guess: std::exp
+  };
+  float lo = 0, hi = 2;
+  double below = 0;
+  size_t band = kNotListed;
+  for (const size_t margin : {size_t{8}, size_t{32}}) {
+    guess_band(size, cut, margin, sample_q, &lo, &hi);
+    if (hi <= 1.0f || lo <= 0.0f) return kNoInputDraw;  // the band is not a short list to the top
+    const float from = row.max + std::log(lo / inv_sum) - kLogitMargin;
+    const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch);
+    if (listed == kNotListed || listed > size / 8) return kNoInputDraw;
+    size_t kept = 0;
+    double band_mass = 0;
+    for (size_t start = 0; start < listed; start += kChunk) {  // q by the vector exp, in place
+      const size_t count = std::min(kChunk, listed - start);
+      float weights[kChunk];
+      double unused;
+      cpu::exp_with_block_sums(qs + start, weights, count, row.max, count, &unused);
+      for (size_t i = 0; i < count; ++i) {
+        const float q = weights[i] * inv_sum;
+        if (q < lo) continue;
+        ids[kept] = ids[start + i];
+        qs[kept++] = q;
+        band_mass += q;
+      }
+    }
+    below = row.total * inv_sum - band_mass;
+    if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
+    band = kept;
+    break;
+  }
+  if (band == kNotListed) return kNoInputDraw;
+  // The largest entry (lowest id among equals) is never masked: its q is the largest, inv_sum.
+  TokenId top = -1;
+  for (size_t i = 0; i < band && top < 0; ++i)
+    if (qs[i] == inv_sum && scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t) == row.max)
+      top = ids[i];
+  mask_band(
+      ids, band, [qs](size_t i) { return qs[i]; },
+      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below, lo,
+      hi, cut, top, scratch, [qs](size_t i) { qs[i] = 0.0f; });
+  double total = 0;
+  for (size_t i = 0; i < band; ++i) total += qs[i];
+  const double target = u * total;
+  double cumulative = 0;
+  TokenId last_kept = 0;
+  for (size_t i = 0; i < band; ++i) {
+    if (qs[i] == 0.0f) continue;  // masked, or a probability of 0
+    cumulative += qs[i];
+    last_kept = ids[i];
+    if (cumulative > target) return last_kept;
+  }
+  return last_kept;
 }
 
 // Top-k, then top-p on the survivors.
@@ -196,6 +294,7 @@ TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const Draw
   const bool top_k = params.top_k<n, min_p = params.min_p> 0.0f;
   const bool top_p = params.apply_top_p && params.top_p < 1.0f;
   if (top_k && !min_p) return draw_top_k(src, dtype, n, params, u, scratch);
+  if (top_p && !top_k && !min_p) return draw_top_p(src, dtype, n, params, u, scratch);
   if (top_k || top_p) return kNoInputDraw;
   // p = 1 top-p masks only tokens of probability 0, which the draw never picks (u > 0).
   return draw_by_softmax(src, dtype, n, params, u, scratch);

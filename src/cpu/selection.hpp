@@ -102,6 +102,75 @@ TokenId draw_over_list(size_t listed, const int32_t* ids, double u, ValueAt valu
   return last_kept;
 }
 
+// Where top-p's ascending cumulative probability should cross cut: m evenly spaced samples of the
+// probabilities (q_at(i) for i < n), sorted; each stands for n / m tokens, so their running sum
+// estimates the cumulative mass. The band [lo, hi) reaches `margin` samples either side of where
+// the estimate passes the cut; margin 0, or a short row, gives every probability (0, 2).
+template <class QAt>
+void guess_band(size_t n, float cut, size_t margin, QAt q_at, float* lo, float* hi) {
+  constexpr size_t kSamples = 512;
+  *lo = 0.0f;
+  *hi = 2.0f;
+  if (margin == 0 || n < 8 * kSamples) return;
+  float samples[kSamples];
+  const size_t stride = n / kSamples;
+  for (size_t j = 0; j < kSamples; ++j) samples[j] = q_at(j * stride);
+  std::sort(samples, samples + kSamples);
+  const double weight = static_cast<double>(n) / kSamples;
+  double estimate = 0;
+  size_t j = 0;
+  for (; j < kSamples; ++j) {
+    estimate += samples[j] * weight;
+    if (estimate > cut) break;
+  }
+  if (j >= margin) *lo = samples[j - margin];
+  if (j + margin < kSamples) *hi = samples[j + margin];
+}
+
+// Spec §9.3 decided on a band: ids[0, count) in id order with probabilities q_at(i) and logits
+// value_at(i), every probability below the band (those < lo) adding up to `below` and masked by
+// the caller. The band is histogrammed by the float bits of q (64 buckets an octave, from lo up
+// to min(hi, 1)); buckets whose whole mass keeps the ascending cumulative sum <= cut (1 - p) are
+// masked, buckets above the crossing one kept, and the crossing bucket's entries are walked in
+// the oracle's order (ascending value, larger id first) with the oracle's rule. mask(i) is called
+// for every band entry masked, never for the entry whose id is `top`.
+template <class QAt, class ValueAt, class Mask>
+void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, double below, float lo,
+               float hi, float cut, TokenId top, SortScratch scratch, Mask mask) {
+  constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
+  auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kShift; };
+  const uint32_t first_key = key(lo);
+  const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;
+  double* const mass = scratch.histogram.data();
+  std::fill(mass, mass + buckets, 0.0);
+  for (size_t i = 0; i < count; ++i) mass[key(q_at(i)) - first_key] += q_at(i);
+  double cumulative = below;
+  size_t crossing = 0;
+  for (; crossing + 1 < buckets; ++crossing) {
+    if (static_cast<float>(cumulative + mass[crossing]) > cut) break;
+    cumulative += mass[crossing];
+  }
+  // The crossing bucket's entries by ascending_key with the list index for the id: the list is in
+  // id order, so the order is the oracle's.
+  uint64_t* keys = scratch.keys.data();
+  size_t walked = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t bucket = key(q_at(i)) - first_key;
+    if (bucket < crossing && ids[i] != top)
+      mask(i);
+    else if (bucket == crossing)
+      keys[walked++] = ascending_key(value_at(i), static_cast<int32_t>(i));
+  }
+  std::sort(keys, keys + walked);
+  for (size_t k = 0; k < walked; ++k) {
+    const auto i = static_cast<size_t>(key_id(keys[k]));
+    cumulative += q_at(i);
+    // A p so small that 1 - p rounds to about 1 can put the cut above every bucket, the top
+    // token's included (rounded masses sum to just under 1): the largest is never masked, §9.3.
+    if (static_cast<float>(cumulative) <= cut && ids[i] != top) mask(i);
+  }
+}
+
 // The oracle's probability test, std::exp(v - max) * inv_sum < threshold (min_p's strict rule;
 // top-p's "probability 0" at p = 1), is monotone in v, so it masks the logits below a threshold:
 // the smallest kept float, found by bisection with the oracle's own arithmetic.
