@@ -5,56 +5,16 @@
 #include "lastmile/request_batch.hpp"
 
 #include <algorithm>
-#include <bit>
-#include <utility>
 
 #include "lastmile/error.hpp"
 #include "random/philox.hpp"
 #include "sampler_impl.hpp"
+#include "token_index.hpp"
 #include "translate_bad_alloc.hpp"
 #include "validate.hpp"
 
 namespace lastmile {
 namespace detail {
-
-// Output token id -> index in a request's output_counts: open addressing over a power-of-two
-// table at most half full, which doubles when it would not be. reserve() sizes it up front, so a
-// step that meets a new token allocates nothing (a node-based map allocated on every new token).
-class OutputIndex {
- public:
-  // Room for `tokens` distinct ids without growing; keys(i) is the id at index i (to rehash).
-  template <class KeyAt>
-  void reserve(size_t tokens, KeyAt keys) {
-    size_t size = 16;
-    while (size < 2 * tokens) size *= 2;
-    if (size <= slots_.size()) return;
-    const std::vector<uint32_t> old = std::exchange(slots_, std::vector<uint32_t>(size, 0));
-    for (uint32_t index : old)
-      if (index != 0) slots_[free_slot(keys(index - 1))] = index;
-  }
-  // The index of `id`, or `next` (recorded) when it is new.
-  template <class KeyAt>
-  uint32_t find_or_insert(TokenId id, uint32_t next, KeyAt keys) {
-    if (2 * (size_t{next} + 1) > slots_.size()) reserve(2 * (size_t{next} + 1), keys);
-    size_t at = slot_of(id);
-    for (; slots_[at] != 0; at = (at + 1) & (slots_.size() - 1))
-      if (keys(slots_[at] - 1) == id) return slots_[at] - 1;
-    slots_[at] = next + 1;
-    return next;
-  }
-
- private:
-  size_t slot_of(TokenId id) const {  // Fibonacci hashing: the top bits of id * 2^32 / phi
-    const int bits = std::countr_zero(slots_.size());
-    return (static_cast<uint32_t>(id) * 0x9e3779b9u) >> (32 - bits);
-  }
-  size_t free_slot(TokenId id) const {
-    size_t at = slot_of(id);
-    while (slots_[at] != 0) at = (at + 1) & (slots_.size() - 1);
-    return at;
-  }
-  std::vector<uint32_t> slots_;  // index + 1; 0: empty
-};
 
 struct KeptRequest {
   std::string id;
@@ -63,7 +23,7 @@ struct KeptRequest {
   uint64_t seed = 0;
   std::vector<uint64_t> seen;             // bit t: token t in the prompt or output
   std::vector<TokenCount> output_counts;  // one entry per distinct output token
-  OutputIndex output_of;                  // token id -> index in output_counts
+  TokenIndex output_of;                   // token id -> index in output_counts
 
   void reserve_output(size_t tokens) {
     output.reserve(tokens);

@@ -5,8 +5,9 @@
 // Seen tokens are a bitmap: kept by a RequestBatch (updated per new token), or built here in
 // O(H) in the worker's scratch and cleared again. Repetition is one dense SIMD pass over the
 // bitmap when the history is long, else a sparse walk; frequency and presence touch the distinct
-// history tokens, counted by sorting the history alone. Rows with neutral penalties are exact
-// identities and skipped; the step is skipped when no row has penalties (vLLM's no_penalties).
+// history tokens, counted with a token index over the history alone. Rows with neutral penalties
+// are exact identities and skipped; the step is skipped when no row has penalties (vLLM's
+// no_penalties).
 #include <algorithm>
 #include <limits>
 
@@ -25,19 +26,21 @@ bool test_and_clear(std::vector<uint64_t>& bits, TokenId id) {
   return was_set;
 }
 
-// The distinct history tokens with their counts (in_prompt unused: repetition is separate).
+// The distinct history tokens with their counts (in_prompt unused: repetition is separate), in
+// order of first appearance: a token index in the worker's scratch, O(H), no allocation.
 std::span<const TokenCount> count_history(RowStep& row) {
-  std::vector<int64_t>& keys = row.scratch.history_keys;
-  keys.clear();
-  const History history = row.history();
-  for (size_t i = 0; i < history.size(); ++i) keys.push_back(history[i]);
-  std::sort(keys.begin(), keys.end());
   std::vector<TokenCount>& counts = row.scratch.token_counts;
+  TokenIndex& index = row.scratch.history_index;
   counts.clear();
-  for (int64_t key : keys) {
-    const auto id = static_cast<TokenId>(key);
-    if (counts.empty() || counts.back().token_id != id) counts.push_back({id, 0, false});
-    ++counts.back().output_count;
+  index.clear();
+  const auto id_at = [&counts](uint32_t i) { return counts[i].token_id; };
+  const History history = row.history();
+  for (size_t i = 0; i < history.size(); ++i) {
+    const TokenId id = history[i];
+    const auto next = static_cast<uint32_t>(counts.size());
+    const uint32_t at = index.find_or_insert(id, next, id_at);
+    if (at == next) counts.push_back({id, 0, false});
+    ++counts[at].output_count;
   }
   return counts;
 }

@@ -16,8 +16,9 @@ void RowScratch::reserve(int64_t vocab_size) {
 }
 
 void RowScratch::reserve_lists(size_t history_size, size_t allowed_size) {
-  history_keys.reserve(history_size);
   token_counts.reserve(history_size);
+  history_index.clear();  // empty, so reserving rehashes nothing
+  history_index.reserve(history_size, [](uint32_t) { return TokenId{0}; });
   saved.reserve(allowed_size);
 }
 

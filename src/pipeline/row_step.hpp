@@ -13,6 +13,7 @@
 #include "lastmile/logits_view.hpp"
 #include "pipeline/batch_plan.hpp"
 #include "pipeline/output_buffers.hpp"
+#include "token_index.hpp"
 
 namespace lastmile::detail {
 
@@ -40,8 +41,8 @@ struct RowScratch {
   std::vector<uint64_t> sort_keys;
   std::vector<float> saved;  // allowed ids' values while the row is masked
   std::vector<TokenCount> token_counts;
-  std::vector<int64_t> history_keys;  // history token ids, sorted for counting
-  std::vector<uint64_t> seen;         // penalties' token bitmap; all zero between rows
+  TokenIndex history_index;    // history token id -> its entry in token_counts
+  std::vector<uint64_t> seen;  // penalties' token bitmap; all zero between rows
 
   void reserve(int64_t vocab_size);
   std::vector<double> histogram;
