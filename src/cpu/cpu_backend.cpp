@@ -90,10 +90,7 @@ class CpuBackend final : public Backend {
 
   size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
                            SortScratch scratch) const override {
-    if (top_k >= n) {
-      top_p_without_sort(x, n, top_p, scratch);
-      return kNotListed;
-    }
+    if (top_k >= n) return top_p_without_sort(x, n, top_p, scratch);
     size_t candidates = 0;
     const float kth = kth_largest_of_row(x, n, top_k, scratch, &candidates);
     const size_t kept = keep_at_least(scratch, candidates, kth);
@@ -201,13 +198,18 @@ class CpuBackend final : public Backend {
   // (guess_band) and checked with one pass that sums every q < lo and lists the band; the band
   // (a few thousand tokens, not the row) is histogrammed by the float bits of q, 64 buckets an
   // octave; buckets below the crossing one are masked, buckets above kept, and only the crossing
-  // bucket's tokens are sorted and walked with the oracle's rule.
-  static void top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
+  // bucket's tokens are sorted and walked with the oracle's rule. When the band reaches the top
+  // and is short (at most n / 8), it lists every survivor: returned for the draw (as
+  // apply_top_k_top_p's list), which then skips its own pass over the row.
+  static size_t top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
     const auto size = static_cast<size_t>(n);
     const TokenId top = static_cast<TokenId>(cpu::row_argmax(x, size));  // never masked
     const float max = x[top];
-    if (max == kNegInf) return;
-    if (top_p == 1.0f) return mask_underflowed(x, size, max);
+    if (max == kNegInf) return kNotListed;
+    if (top_p == 1.0f) {
+      mask_underflowed(x, size, max);
+      return kNotListed;
+    }
     float* w = scratch.values.data();
     double sums[kMaxBlocks];
     const double total = cpu::exp_with_block_sums(x, w, size, max, block_size(n), sums);
@@ -232,6 +234,7 @@ class CpuBackend final : public Backend {
     mask_band(
         ids, band, [&](size_t i) { return q(ids[i]); }, [&](size_t i) { return x[ids[i]]; }, below,
         lo, hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
+    return hi > 1.0f && band <= size / 8 ? band : kNotListed;
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -326,6 +326,27 @@ TEST_P(BackendKernels, DrawOverListedSurvivorsEqualsTheFullDraw) {
   }
 }
 
+// Top-p alone on a peaked row (a head of strong tokens over a broad body): the cpu backend lists
+// the survivors from its probability band; the draw over that list is the full draw.
+TEST_P(BackendKernels, TopPAloneListedSurvivorsDrawAsTheFullRow) {
+  std::vector<float> x = logits(12);
+  for (size_t i = 0; i < x.size(); i += 97) x[i] += 9.0f;
+  for (const float top_p : {0.5f, 0.9f, 0.99f}) {
+    std::vector<float> out = x;
+    SortScratch s = scratch();
+    const size_t listed = backend().apply_top_k_top_p(out.data(), n(), n(), true, top_p, s);
+    if (n() > 8 * 512 && top_p < 0.95f && std::get<0>(GetParam()) == "cpu") {
+      EXPECT_NE(listed, lastmile::detail::kNotListed) << "p " << top_p;  // p 0.99 keeps > n / 8
+    }
+    for (double u = 0.005; u < 1.0; u += 0.01) {
+      std::vector<int32_t> ids(s.ids.begin(), s.ids.end());  // the full draw may reuse scratch
+      const TokenId full = backend().draw(out.data(), n(), u, scratch());
+      std::copy(ids.begin(), ids.end(), s.ids.begin());
+      EXPECT_EQ(backend().draw(out.data(), n(), u, s, listed), full) << "p " << top_p << " u " << u;
+    }
+  }
+}
+
 TEST_P(BackendKernels, TopPOneMasksOnlyUnderflowedTokens) {
   std::vector<float> x = logits(9);
   x[0] = 50.0f;
