@@ -22,8 +22,9 @@ struct TokenCount {
 };
 
 // Scratch for selection and sorting: room for one row each of ids, floats and 64-bit keys.
-// Entries past n that ids and values must also hold: SIMD kernels store whole vectors there.
-inline constexpr size_t kSortSlack = 64;
+// Entries past n that ids and values must also hold: SIMD kernels store whole vectors there, and
+// a row split in chunks lists each chunk a vector's worth apart.
+inline constexpr size_t kSortSlack = 1024;
 // apply_top_k_top_p listed no survivors (see there).
 inline constexpr size_t kNotListed = SIZE_MAX;
 
@@ -45,6 +46,24 @@ struct DrawParams {
   float top_p = 1.0f;
   float min_p = 0.0f;
 };
+// How a kernel may split one row's passes over threads: run(context, count, task, call) calls
+// call(task, i) once for each i in [0, count) and returns when all have returned. The default
+// (no run) calls them in order on the caller's thread. A kernel splits a row into fixed vocab
+// chunks whose results it merges in chunk order, so the split never changes a result.
+struct ParallelFor {
+  void* context = nullptr;
+  void (*run)(void* context, int64_t count, void* task, void (*call)(void*, int64_t)) = nullptr;
+
+  template <class Fn>
+  void operator()(int64_t count, Fn& fn) const {
+    if (run == nullptr || count <= 1) {
+      for (int64_t i = 0; i < count; ++i) fn(i);
+      return;
+    }
+    run(context, count, &fn, [](void* f, int64_t i) { (*static_cast<Fn*>(f))(i); });
+  }
+};
+
 // Backend::draw_from_input has no answer: run the steps.
 inline constexpr TokenId kNoInputDraw = -1;
 
@@ -103,8 +122,10 @@ class Backend {
   // step), reading the caller's row in place and writing no working row. kNoInputDraw when the
   // backend has no such path for these parameters, or the row holds NaN / +inf or the division
   // makes one: the caller then runs the steps, which report it.
+  // `parallel` may split the passes over the row (fixed vocab chunks: the same token).
   virtual TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                                  double u, SortScratch scratch) const = 0;
+                                  double u, SortScratch scratch,
+                                  const ParallelFor& parallel) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

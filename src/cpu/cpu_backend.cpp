@@ -114,8 +114,9 @@ class CpuBackend final : public Backend {
   }
 
   TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                          double u, SortScratch scratch) const override {
-    return draw_from_caller_row(src, dtype, n, params, u, scratch);
+                          double u, SortScratch scratch,
+                          const ParallelFor& parallel) const override {
+    return draw_from_caller_row(src, dtype, n, params, u, scratch, parallel);
   }
 
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,

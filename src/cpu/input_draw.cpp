@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu/kernels.hpp"
@@ -77,15 +78,64 @@ float smallest_dividend_at_least(float threshold, float t) {
   return from_orderable(hi);
 }
 
+// A row's passes split into at most kRowChunks chunks of whole blocks, fixed by n alone, for a
+// ParallelFor. Each chunk lists into its own region of the scratch lists (kCompressSlack apart:
+// compressing stores whole vectors past a count), and the regions are closed up in chunk order:
+// the lists equal one pass's, however the chunks were run.
+constexpr size_t kRowChunks = 8;
+static_assert((kRowChunks + 1) * cpu::kCompressSlack <= kSortSlack,
+              "SortScratch must hold every chunk's region");
+
+struct RowChunks {
+  size_t count = 0;
+  size_t size = 0;  // entries per chunk, a multiple of the block; the last may be shorter
+  size_t n = 0;
+  size_t begin(size_t c) const { return c * size; }
+  size_t end(size_t c) const { return std::min(n, begin(c) + size); }
+  size_t region(size_t c) const { return begin(c) + c * cpu::kCompressSlack; }
+};
+
+RowChunks row_chunks(size_t n, size_t block) {
+  const size_t blocks = (n + block - 1) / block;
+  const size_t size = (blocks + kRowChunks - 1) / kRowChunks * block;
+  return {(n + size - 1) / size, size, n};
+}
+
+// Moves each chunk's list (counts[c] entries at its region, ids relative to the chunk's begin)
+// down to follow the previous ones, ids made absolute; returns the total.
+size_t close_up(const RowChunks& chunks, const size_t* counts, int32_t* ids, float* values) {
+  size_t total = 0;
+  for (size_t c = 0; c < chunks.count; ++c) {
+    const size_t from = chunks.region(c);
+    std::memmove(ids + total, ids + from, counts[c] * sizeof(int32_t));
+    std::memmove(values + total, values + from, counts[c] * sizeof(float));
+    const auto offset = static_cast<int32_t>(chunks.begin(c));
+    for (size_t i = total; i < total + counts[c]; ++i) ids[i] += offset;
+    total += counts[c];
+  }
+  return total;
+}
+
 // Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
 // kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries
 // are listed first of all, so an overflow anywhere shows among them).
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
-                            SortScratch scratch) {
-  bool bad = false;
-  const size_t count = cpu::compress_source(src, dtype, n, smallest_dividend_at_least(threshold, t),
-                                            scratch.ids.data(), scratch.values.data(), &bad);
-  if (bad || (t != 1.0f && cpu::divide(scratch.values.data(), count, t) >= 0)) return kNotListed;
+                            SortScratch scratch, const ParallelFor& parallel) {
+  const float from = smallest_dividend_at_least(threshold, t);
+  const RowChunks chunks = row_chunks(n, block_size(static_cast<int64_t>(n)));
+  size_t counts[kRowChunks];
+  bool bad[kRowChunks];
+  auto list_chunk = [&](int64_t c) {
+    const auto chunk = static_cast<size_t>(c);
+    counts[chunk] = cpu::compress_source(entry(src, dtype, chunks.begin(chunk)), dtype,
+                                         chunks.end(chunk) - chunks.begin(chunk), from,
+                                         scratch.ids.data() + chunks.region(chunk),
+                                         scratch.values.data() + chunks.region(chunk), &bad[chunk]);
+  };
+  parallel(static_cast<int64_t>(chunks.count), list_chunk);
+  if (std::any_of(bad, bad + chunks.count, [](bool b) { return b; })) return kNotListed;
+  const size_t count = close_up(chunks, counts, scratch.ids.data(), scratch.values.data());
+  if (t != 1.0f && cpu::divide(scratch.values.data(), count, t) >= 0) return kNotListed;
   return count;
 }
 
@@ -121,15 +171,33 @@ struct RowSoftmax {
 };
 
 bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
-                 RowSoftmax* row) {
+                 RowSoftmax* row, const ParallelFor& parallel) {
   constexpr size_t kBufferBlock = 2048;  // block_size for vocabularies up to 2^20
   row->block = block_size(static_cast<int64_t>(n));
   row->blocks = (n + row->block - 1) / row->block;
   if (row->block > kBufferBlock) return false;
-  float buffer[kBufferBlock + cpu::kCompressSlack];
+  const RowChunks chunks = row_chunks(n, row->block);
   float block_max[kMaxBlocks];
-  if (!cpu::block_softmax_stats(src, dtype, n, t, row->block, buffer, block_max, row->sums, near))
-    return false;
+  cpu::NearMax nears[kRowChunks];
+  bool ok[kRowChunks];
+  auto chunk_stats = [&](int64_t c) {
+    const auto chunk = static_cast<size_t>(c);
+    float buffer[kBufferBlock + cpu::kCompressSlack];
+    const size_t first_block = chunks.begin(chunk) / row->block;
+    if (near->ids != nullptr)  // each chunk lists into its own region, with its own max so far
+      nears[chunk] = {near->below_max, near->ids + chunks.region(chunk),
+                      near->values + chunks.region(chunk), 0};
+    ok[chunk] = cpu::block_softmax_stats(
+        entry(src, dtype, chunks.begin(chunk)), dtype, chunks.end(chunk) - chunks.begin(chunk), t,
+        row->block, buffer, block_max + first_block, row->sums + first_block, &nears[chunk]);
+  };
+  parallel(static_cast<int64_t>(chunks.count), chunk_stats);
+  if (!std::all_of(ok, ok + chunks.count, [](bool b) { return b; })) return false;
+  if (near->ids != nullptr) {
+    size_t counts[kRowChunks];
+    for (size_t c = 0; c < chunks.count; ++c) counts[c] = nears[c].count;
+    near->count = close_up(chunks, counts, near->ids, near->values);
+  }
   row->max = *std::max_element(block_max, block_max + row->blocks);
   row->total = 0;
   if (row->max == kNegInf) return true;
@@ -142,7 +210,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
 // pass lists those within a margin of that on the way, so the survivors need no second read
 // (unless rounding put the threshold lower).
 TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
-                        SortScratch scratch) {
+                        SortScratch scratch, const ParallelFor& parallel) {
   constexpr float kMinPMargin = 0.01f;
   const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
@@ -150,7 +218,7 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   if (params.min_p > 0.0f)
     near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
   RowSoftmax row;
-  if (!row_softmax(src, dtype, size, t, &near, &row)) return kNoInputDraw;
+  if (!row_softmax(src, dtype, size, t, &near, &row, parallel)) return kNoInputDraw;
   if (row.max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   if (params.min_p > 0.0f) {
     const auto inv_sum = static_cast<float>(1.0 / row.total);
@@ -158,7 +226,7 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
     size_t listed = near.count;
     if (from < row.max + near.below_max)  // the list may miss some: read the row again
-      listed = list_scaled_at_least(src, dtype, size, t, from, scratch);
+      listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
@@ -180,13 +248,13 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
 // walks the kept ones with q as weights (proportional to exp(x - max) up to one rounding). Bands
 // that stop below the top, or list over 1/8 of the row, go to the steps.
 TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
-                   SortScratch scratch) {
+                   SortScratch scratch, const ParallelFor& parallel) {
   constexpr float kLogitMargin = 1e-3f;  // far above the exp's 1 ULP, and max's rounding
   const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
   cpu::NearMax none;
   RowSoftmax row;
-  if (!row_softmax(src, dtype, size, t, &none, &row)) return kNoInputDraw;
+  if (!row_softmax(src, dtype, size, t, &none, &row, parallel)) return kNoInputDraw;
   if (row.max == kNegInf) return 0;
   const auto inv_sum = static_cast<float>(1.0 / row.total);
   const float cut = 1.0f - params.top_p;
@@ -202,7 +270,7 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
     guess_band(size, cut, margin, sample_q, &lo, &hi);
     if (hi <= 1.0f || lo <= 0.0f) return kNoInputDraw;  // the band is not a short list to the top
     const float from = row.max + std::log(lo / inv_sum) - kLogitMargin;
-    const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch);
+    const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);
     if (listed == kNotListed || listed > size / 8) return kNoInputDraw;
     size_t kept = 0;
     double band_mass = 0;
@@ -250,7 +318,7 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
 
 // Top-k, then top-p on the survivors.
 TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
-                   SortScratch scratch) {
+                   SortScratch scratch, const ParallelFor& parallel) {
   const float t = params.temperature;
   bool bad = false;
   auto sample = [&](int64_t i) {
@@ -263,7 +331,8 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
   };
   auto compress = [&](float threshold) {
     return bad ? kNotListed
-               : list_scaled_at_least(src, dtype, static_cast<size_t>(n), t, threshold, scratch);
+               : list_scaled_at_least(src, dtype, static_cast<size_t>(n), t, threshold, scratch,
+                                      parallel);
   };
   size_t candidates = 0;
   const std::optional<float> kth =
@@ -290,14 +359,14 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
 }  // namespace
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                             double u, SortScratch scratch) {
+                             double u, SortScratch scratch, const ParallelFor& parallel) {
   const bool top_k = params.top_k<n, min_p = params.min_p> 0.0f;
   const bool top_p = params.apply_top_p && params.top_p < 1.0f;
-  if (top_k && !min_p) return draw_top_k(src, dtype, n, params, u, scratch);
-  if (top_p && !top_k && !min_p) return draw_top_p(src, dtype, n, params, u, scratch);
+  if (top_k && !min_p) return draw_top_k(src, dtype, n, params, u, scratch, parallel);
+  if (top_p && !top_k && !min_p) return draw_top_p(src, dtype, n, params, u, scratch, parallel);
   if (top_k || top_p) return kNoInputDraw;
   // p = 1 top-p masks only tokens of probability 0, which the draw never picks (u > 0).
-  return draw_by_softmax(src, dtype, n, params, u, scratch);
+  return draw_by_softmax(src, dtype, n, params, u, scratch, parallel);
 }
 
 }  // namespace lastmile::detail::cpu_selection

@@ -6,6 +6,6 @@
 namespace lastmile::detail::cpu_selection {
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                             double u, SortScratch scratch);
+                             double u, SortScratch scratch, const ParallelFor& parallel);
 
 }  // namespace lastmile::detail::cpu_selection

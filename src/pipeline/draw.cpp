@@ -24,9 +24,9 @@ bool draw_token_from_input(RowStep& row) {
     return false;
   const DrawParams params{row.sampling.temperature, row.sampling.top_k, row.plan.any_top_p,
                           row.sampling.top_p, row.sampling.min_p};
-  const TokenId token =
-      row.backend.draw_from_input(row.input_row(), row.input.dtype, row.vocab_size(), params,
-                                  uniform_open(row.seed, row.stream_step()), row.scratch.sort());
+  const TokenId token = row.backend.draw_from_input(
+      row.input_row(), row.input.dtype, row.vocab_size(), params,
+      uniform_open(row.seed, row.stream_step()), row.scratch.sort(), row.parallel);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;

@@ -129,8 +129,8 @@ class ReferenceBackend final : public Backend {
   }
 
   // The oracle runs the steps.
-  TokenId draw_from_input(const void*, DType, int64_t, const DrawParams&, double,
-                          SortScratch) const override {
+  TokenId draw_from_input(const void*, DType, int64_t, const DrawParams&, double, SortScratch,
+                          const ParallelFor&) const override {
     return kNoInputDraw;
   }
 

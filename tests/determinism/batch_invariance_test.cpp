@@ -212,6 +212,46 @@ std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int 
   return {out.begin(), out.end()};
 }
 
+// Rows that no step edits and no logprob reads are drawn straight from the caller's logits, in
+// fixed vocab chunks. A seeded request of each shape draws the same tokens alone on 1, 2 or 3
+// threads and in a batch of 4 on 2 threads.
+TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsDrawTheSameTokens) {
+  const int64_t vocab = 32001;
+  auto shape = [](int kind) {
+    RequestParams p = random_params(77 + static_cast<uint64_t>(kind), 0.9f);
+    if (kind == 1) p.min_p = 0.05f;
+    if (kind == 2) p.top_k = 40, p.top_p = 0.9f;
+    if (kind == 3) p.top_p = 0.7f;
+    return p;
+  };
+  std::vector<float> peaked = lcg_logits(static_cast<size_t>(vocab), 99, -5.0f, 5.0f);
+  for (size_t i = 0; i < peaked.size(); i += 211) peaked[i] += 8.0f;  // a head, so top-p lists
+  for (int kind = 0; kind < 4; ++kind) {
+    auto tokens = [&](int64_t batch_size, int threads) {
+      Sampler sampler(make_config(vocab, batch_size, LogprobsMode::raw_logprobs, threads));
+      std::vector<float> logits;
+      Batch batch;
+      for (int64_t row = 0; row < batch_size; ++row) {
+        logits.insert(logits.end(), peaked.begin(), peaked.end());
+        batch.requests.emplace_back().params = shape(kind);
+      }
+      std::vector<TokenId> drawn;
+      for (int64_t step = 0; step < 30; ++step) {
+        for (BatchRequest& r : batch.requests) r.step = step;
+        const SamplerOutput& out =
+            sampler.sample(LogitsView::f32(logits.data(), batch_size, vocab), batch);
+        drawn.push_back(out.sampled_token_ids[batch_size - 1]);
+      }
+      return drawn;
+    };
+    const std::vector<TokenId> alone = tokens(1, 1);
+    EXPECT_EQ(tokens(1, 2), alone) << "kind " << kind;
+    EXPECT_EQ(tokens(1, 3), alone) << "kind " << kind;
+    EXPECT_EQ(tokens(4, 2), alone) << "kind " << kind;
+    EXPECT_GT(std::set<TokenId>(alone.begin(), alone.end()).size(), 2u) << "kind " << kind;
+  }
+}
+
 TEST(BatchInvarianceRequestBatch, CompanionsAddedRemovedAndReorderedDoNotChangeTokens) {
   for (int64_t vocab : {111, 32001}) {
     const std::vector<TokenId> alone = request_batch_run(vocab, false, 1);

@@ -173,6 +173,13 @@ TEST(CpuBackendProperty, TopNRankArgmaxAndDrawEqualTheOracle) {
   }
 }
 
+const lastmile::detail::ParallelFor kSerial{};
+// Runs a row's chunks last to first, as threads might finish them.
+void run_backwards(void*, int64_t count, void* task, void (*call)(void*, int64_t)) {
+  for (int64_t i = count - 1; i >= 0; --i) call(task, i);
+}
+const lastmile::detail::ParallelFor kBackwards{nullptr, &run_backwards};
+
 // The draw straight from a caller's row (no working row) against the oracle's steps on the same
 // row: convert, divide, min_p, top-k / top-p, draw. Every dtype, temperatures 1 and not, the
 // five shapes it serves (top-p alone only when its band fits) and one it must decline.
@@ -226,7 +233,10 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
     oracle().apply_top_k_top_p(x.data(), n, params.top_k, params.apply_top_p, params.top_p,
                                b.get(x.size()));
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()));
+    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+    // The row's chunks run last to first: the same token (a split never changes a result).
+    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+        << "trial " << trial;
     if (shape == 5 && params.top_k < n) {
       EXPECT_EQ(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
       continue;
@@ -260,9 +270,9 @@ TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
         params.temperature = 0.5f;  // 3e38 / 0.5 overflows
         params.top_k = shape == 2 ? 5 : n;
         params.min_p = shape == 1 ? 0.1f : 0.0f;
-        EXPECT_EQ(
-            cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, 0.5, a.get(x.size())),
-            lastmile::detail::kNoInputDraw)
+        EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, 0.5,
+                                        a.get(x.size()), kBackwards),
+                  lastmile::detail::kNoInputDraw)
             << "n " << n << " bad " << bad << " shape " << shape;
       }
     }
