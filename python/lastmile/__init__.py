@@ -315,11 +315,19 @@ class RequestBatch:
         )
 
     def add(
-        self, request_id: str, params: Request, prompt_token_ids: Optional[Sequence[int]] = None
+        self,
+        request_id: str,
+        params: Request,
+        prompt_token_ids: Optional[Sequence[int]] = None,
+        max_output_tokens: int = 0,
     ) -> None:
-        """Appends a request as the last row; ``prompt_token_ids`` overrides the params' own."""
+        """Appends a request as the last row; ``prompt_token_ids`` overrides the params' own.
+
+        ``max_output_tokens`` reserves room for that many output tokens, so that steps allocate
+        nothing for this request until it outgrows them.
+        """
         _check_request(f"request '{request_id}'", params)
-        self._impl.add(request_id, params, prompt_token_ids)
+        self._impl.add(request_id, params, prompt_token_ids, max_output_tokens)
 
     def remove(self, request_id: str) -> None:
         """Removes a request; later rows move up by one."""

@@ -103,7 +103,7 @@ class PyRequestBatch {
       : vocab_size_(vocab_size),
         batch_(make_config(vocab_size, max_batch, logprobs_mode, threads, seed, backend)) {}
 
-  void add(const std::string& id, nb::handle params, nb::handle prompt) {
+  void add(const std::string& id, nb::handle params, nb::handle prompt, int64_t max_output_tokens) {
     const std::string who = "request '" + id + "'";
     BatchRequest request;
     std::vector<TokenId> params_prompt, output, spec;
@@ -115,7 +115,7 @@ class PyRequestBatch {
         prompt.is_none() ? params_prompt : read_token_ids(prompt, who, "prompt_token_ids");
     nb::gil_scoped_release release;
     std::lock_guard lock(mutex_);
-    batch_.add(id, request.params, ids);
+    batch_.add(id, request.params, ids, max_output_tokens);
   }
   void remove(const std::string& id) {
     std::lock_guard lock(mutex_);
@@ -220,7 +220,8 @@ NB_MODULE(_lastmile, m) {
   nb::class_<PyRequestBatch>(m, "RequestBatch")
       .def(nb::init<int64_t, int64_t, const std::string&, int, uint64_t, const std::string&>(),
            "vocab_size"_a, "max_batch"_a, "logprobs_mode"_a, "threads"_a, "seed"_a, "backend"_a)
-      .def("add", &PyRequestBatch::add, "request_id"_a, "params"_a, "prompt_token_ids"_a.none())
+      .def("add", &PyRequestBatch::add, "request_id"_a, "params"_a, "prompt_token_ids"_a.none(),
+           "max_output_tokens"_a = 0)
       .def("remove", &PyRequestBatch::remove, "request_id"_a,
            nb::call_guard<nb::gil_scoped_release>())
       .def("reorder", &PyRequestBatch::reorder, "request_ids"_a,

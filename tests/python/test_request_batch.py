@@ -54,6 +54,18 @@ def test_add_remove_reorder_and_errors():
         batch.step(np.zeros((2, 3), np.float32))  # one request, two rows
 
 
+def test_max_output_tokens_reserves_and_is_checked():
+    batch = lastmile.RequestBatch(8, 1, threads=1, seed=0)
+    batch.add("a", {"seed": 1, "frequency_penalty": 0.5}, max_output_tokens=4)
+    logits = np.zeros((1, 8), np.float32)
+    for _ in range(10):  # past the reservation: storage grows
+        batch.step(logits)
+    assert len(batch.output_token_ids("a")) == 10
+    with pytest.raises(lastmile.InvalidArgument,
+                       match="request 'b': max_output_tokens must be >= 0, got -1"):
+        lastmile.RequestBatch(8, 1, threads=1).add("b", {}, max_output_tokens=-1)
+
+
 def test_one_thread_steps_while_another_reads_the_batch():
     # Every method takes the batch's lock with the GIL released: no lock-order deadlock.
     batch = lastmile.RequestBatch(3, 1, threads=1, seed=0)
