@@ -37,25 +37,37 @@ inline TokenId key_id(uint64_t key) {
 }
 
 // The k-th largest of n values (duplicates counted), 1 <= k <= n, without sorting them: the j-th
-// largest of 512 evenly spaced samples (sample(i) for i < n) gives a threshold expected to keep
-// about 2k entries (plus a margin); compress(threshold) lists every entry >= it in
-// scratch.ids / values (id order) and returns how many, or kNotListed to give up (nullopt). The
-// k-th is selected among them; the threshold drops until at least k pass (-inf keeps all).
-// *candidates: how many are listed. Selection, not sorting, on the samples too.
+// largest of 64 to 512 evenly spaced samples (sample(i) for i < n) gives a threshold expected to
+// keep about 2k entries (plus a margin); compress(threshold) lists every entry >= it in scratch.ids
+// / values (id order) and returns how many, or kNotListed to give up (nullopt). The k-th is
+// selected among them; the threshold drops until at least k pass (-inf keeps all). *candidates: how
+// many are listed. Selection, not sorting, on the samples too.
 template <class Sample, class Compress>
 std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size_t* candidates,
                                  Sample sample, Compress compress) {
-  constexpr int64_t kSamples = 512;
-  float samples[kSamples];
-  const int64_t m = std::min(n, kSamples);
+  // One sample per 128 entries, 64 to 512 of them: a fixed cost that shrinks with the row.
+  constexpr int64_t kMaxSamples = 512, kSmallJ = 8;
+  float samples[kMaxSamples];
+  const int64_t m = std::min(n, std::clamp<int64_t>(n / 128, 64, kMaxSamples));
   const int64_t stride = n / m;
-  for (int64_t i = 0; i < m; ++i) samples[i] = sample(i * stride);
   // Samples among the top k - 1 number (k - 1) m / n on average: j above twice that (rounded
   // up) plus one fails (too few pass) about once in a thousand rows, and then j grows.
   int64_t j = std::min<int64_t>(m - 1, (2 * k * m + n - 1) / n + 1);
+  // The usual small j: the j + 1 largest samples kept sorted while sampling (no selection pass).
+  float largest[kSmallJ + 1];
+  int64_t kept = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    const float v = samples[i] = sample(i * stride);
+    if (j > kSmallJ || (kept == j + 1 && v <= largest[j])) continue;
+    int64_t at = kept < j + 1 ? kept++ : j;
+    for (; at > 0 && largest[at - 1] < v; --at) largest[at] = largest[at - 1];
+    largest[at] = v;
+  }
   for (;;) {
     float threshold = kNegInf;
-    if (j < m - 1) {
+    if (j <= kSmallJ && j < m - 1) {
+      threshold = largest[j];
+    } else if (j < m - 1) {
       std::nth_element(samples, samples + j, samples + m, std::greater<float>());
       threshold = samples[j];
     }
