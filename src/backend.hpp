@@ -27,6 +27,8 @@ struct TokenCount {
 inline constexpr size_t kSortSlack = 1024;
 // apply_top_k_top_p listed no survivors (see there).
 inline constexpr size_t kNotListed = SIZE_MAX;
+// apply_top_k_top_p left, in scratch.values[0, n), exp(x - max) of every entry (see there).
+inline constexpr size_t kDenseWeights = SIZE_MAX - 1;
 
 struct SortScratch {
   std::span<int32_t> ids;
@@ -106,14 +108,16 @@ class Backend {
   // disables), then, if apply_top_p, mask where the ascending float32 cumulative softmax is
   // <= 1 - top_p, never the largest. Ties are ordered by ascending token id ranking as larger.
   // Returns m when scratch.ids[0, m) lists, in id order, every token that may still be finite
-  // (a superset of the kept ones: top-p may have masked some since), else kNotListed.
+  // (a superset of the kept ones: top-p may have masked some since); kDenseWeights when instead
+  // scratch.values[0, n) holds exp(x - max) (the draw's weights) for every entry not masked;
+  // else kNotListed.
   virtual size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p,
                                    float top_p, SortScratch scratch) const = 0;
 
   // A draw from softmax(x) by inverse CDF over a uniform u in (0, 1) (DESIGN "Randomness").
   // An all -inf row returns 0, as vLLM's NaN probabilities do. `listed`: what
-  // apply_top_k_top_p returned, when nothing edited x or scratch.ids since (the draw then walks
-  // the list instead of the row); kNotListed otherwise. Same token either way.
+  // apply_top_k_top_p returned, when nothing edited x or scratch since (the draw then walks the
+  // list, or the weights, instead of the row); kNotListed otherwise. Same token either way.
   virtual TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
                        size_t listed = kNotListed) const = 0;
 

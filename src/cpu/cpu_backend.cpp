@@ -104,6 +104,7 @@ class CpuBackend final : public Backend {
 
   TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
                size_t listed) const override {
+    if (listed == kDenseWeights) return draw_dense(x, n, u, scratch, /*weights_ready=*/true);
     if (listed != kNotListed) return draw_listed(x, u, scratch, listed);
     // Dense rows (over 1/8 alive) stop the compress early and draw by blocks.
     const size_t dense = static_cast<size_t>(n) / 8;
@@ -166,26 +167,36 @@ class CpuBackend final : public Backend {
   // The inverse CDF over every token, by blocks: one Exp pass sums each block (nothing stored:
   // the row stays the only one in cache); the walk skips whole blocks, then recomputes the block
   // holding u * total and steps through it token by token (on into the next block if rounding
-  // left the target past its end).
-  static TokenId draw_dense(const float* x, int64_t n, double u, SortScratch scratch) {
+  // left the target past its end). With weights_ready, scratch.values already holds exp(x - max)
+  // where x is not masked (top-p left it): masked sums of it replace the Exp pass, the same bits.
+  static TokenId draw_dense(const float* x, int64_t n, double u, SortScratch scratch,
+                            bool weights_ready = false) {
     const auto size = static_cast<size_t>(n);
-    const float max = cpu::row_max(x, size);
+    const float max = weights_ready ? 0.0f : cpu::row_max(x, size);  // unused when ready
     double sums[kMaxBlocks];
     const size_t block = block_size(n);
-    const double target = u * cpu::exp_block_sums(x, size, max, block, sums);
+    const float* ready = scratch.values.data();
+    const double target = u * (weights_ready ? cpu::unmasked_block_sums(x, ready, size, block, sums)
+                                             : cpu::exp_block_sums(x, size, max, block, sums));
     double cumulative = 0;
     size_t start = 0;
     for (size_t b = 0; start + block < size && cumulative + sums[b] <= target; ++b, start += block)
       cumulative += sums[b];
-    float* w = scratch.values.data();
+    float computed[2048];  // block_size: 2048 up to 2^20 entries; larger rows use scratch
+    float* w = block <= 2048 && !weights_ready ? computed : scratch.values.data();
     TokenId last_kept = 0;
     for (; start < size; start += block) {
       const size_t end = std::min(size, start + block);
-      double unused;
-      cpu::exp_with_block_sums(x + start, w, end - start, max, block, &unused);
+      const float* weights = ready + start;
+      if (!weights_ready) {
+        double unused;
+        cpu::exp_with_block_sums(x + start, w, end - start, max, block, &unused);
+        weights = w;
+      }
       for (size_t i = start; i < end; ++i) {
-        if (w[i - start] == 0.0f) continue;
-        cumulative += w[i - start];
+        const float weight = x[i] == kNegInf ? 0.0f : weights[i - start];
+        if (weight == 0.0f) continue;
+        cumulative += weight;
         last_kept = static_cast<TokenId>(i);
         if (cumulative > target) return last_kept;
       }
@@ -235,7 +246,8 @@ class CpuBackend final : public Backend {
     mask_band(
         ids, band, [&](size_t i) { return q(ids[i]); }, [&](size_t i) { return x[ids[i]]; }, below,
         lo, hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
-    return hi > 1.0f && band <= size / 8 ? band : kNotListed;
+    // Else the draw may reuse w: exp(x - max) with the same max (the top is never masked).
+    return hi > 1.0f && band <= size / 8 ? band : kDenseWeights;
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -69,6 +69,9 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
                            double* block_sums);
 // exp_with_block_sums without w: the same sums.
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums);
+// exp_block_sums from weights already computed: w where x > -inf, 0 where x is masked.
+double unmasked_block_sums(const float* x, const float* w, size_t n, size_t block,
+                           double* block_sums);
 // With q = w * inv_sum: lists the ids with lo <= q < hi (id order; room for n + kCompressSlack)
 // and returns how many; *mass_below gets the sum of the q < lo.
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,

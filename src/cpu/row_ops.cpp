@@ -562,6 +562,36 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold,
   });
 }
 
+// exp_block_sums of x from weights already computed: w where x > -inf, 0 where masked, the same
+// lane-wise partial sums per block (so the same bits as exp_block_sums over x with w's max).
+double unmasked_block_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
+                           size_t block, double* HWY_RESTRICT block_sums) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto neg_inf = hn::Set(d, -kInf);
+  HWY_ALIGN float partial[hn::MaxLanes(d)];
+  double total = 0;
+  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+    const size_t end = std::min(n, start + block);
+    auto sum = hn::Zero(d);
+    size_t i = start;
+    for (; i + lanes <= end; i += lanes) {
+      const auto masked = hn::Eq(hn::LoadU(d, x + i), neg_inf);
+      sum = hn::Add(sum, hn::IfThenZeroElse(masked, hn::LoadU(d, w + i)));
+    }
+    if (i < end) {
+      const auto masked = hn::Eq(LoadTail(d, x + i, end - i, -kInf), neg_inf);
+      sum = hn::Add(sum, hn::IfThenZeroElse(masked, LoadTail(d, w + i, end - i, 0.0f)));
+    }
+    hn::Store(sum, d, partial);
+    double block_sum = 0;
+    for (size_t l = 0; l < lanes; ++l) block_sum += partial[l];
+    block_sums[b] = block_sum;
+    total += block_sum;
+  }
+  return total;
+}
+
 // With q = w * inv_sum: appends the ids with lo <= q < hi (id order) and returns how many;
 // *mass_below = the sum of q < lo (float partial sums per 64 vectors, added in double). ids needs
 // room for n + kCompressSlack entries.
@@ -641,6 +671,7 @@ HWY_EXPORT(count_at_least);
 HWY_EXPORT(compress_at_least);
 HWY_EXPORT(exp_with_block_sums);
 HWY_EXPORT(exp_block_sums);
+HWY_EXPORT(unmasked_block_sums);
 HWY_EXPORT(probability_band);
 HWY_EXPORT(mask_probability_below);
 
@@ -695,6 +726,10 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
 }
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums) {
   return HWY_DYNAMIC_DISPATCH(exp_block_sums)(x, n, max, block, block_sums);
+}
+double unmasked_block_sums(const float* x, const float* w, size_t n, size_t block,
+                           double* block_sums) {
+  return HWY_DYNAMIC_DISPATCH(unmasked_block_sums)(x, w, n, block, block_sums);
 }
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
                         double* mass_below) {
