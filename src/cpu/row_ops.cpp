@@ -80,6 +80,17 @@ struct BadLanes {
   bool Any(D d) const { return !hn::AllFalse(d, hn::MaskFromVec(seen)); }
 };
 
+// The lanes of v added in lane order, in double: every kernel's partial sums end here, so kernels
+// that sum the same lanes agree to the bit.
+template <class D>
+HWY_INLINE double LanesInDouble(D d, hn::Vec<D> v) {
+  HWY_ALIGN float partial[hn::MaxLanes(d)];
+  hn::Store(v, d, partial);
+  double sum = 0;
+  for (size_t l = 0; l < hn::Lanes(d); ++l) sum += partial[l];
+  return sum;
+}
+
 // x[i, i + count) for count < a vector's lanes, the rest of the vector `fill`: tails go through
 // the vector code, so every entry sees the same arithmetic (ExpFlushToZero is not std::exp).
 template <class D>
@@ -314,11 +325,7 @@ double sum_exp(const float* HWY_RESTRICT x, size_t n, float max) {
     sum0 = hn::Add(sum0, ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
   if (i < n)
     sum1 = hn::Add(sum1, ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, n - i, -kInf), vmax)));
-  HWY_ALIGN float partial[hn::MaxLanes(d)];
-  hn::Store(hn::Add(sum0, sum1), d, partial);
-  double sum = 0;
-  for (size_t l = 0; l < lanes; ++l) sum += partial[l];
-  return sum;
+  return LanesInDouble(d, hn::Add(sum0, sum1));
 }
 
 // x := (x - max) - log_sum.
@@ -398,7 +405,6 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
-  HWY_ALIGN float partial[hn::MaxLanes(d)];
   double total = 0;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
@@ -416,11 +422,8 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
       if constexpr (kStore) StoreTail(d, e, w + i, end - i);
       sum = hn::Add(sum, e);
     }
-    hn::Store(sum, d, partial);
-    double block_sum = 0;
-    for (size_t l = 0; l < lanes; ++l) block_sum += partial[l];
-    block_sums[b] = block_sum;
-    total += block_sum;
+    block_sums[b] = LanesInDouble(d, sum);
+    total += block_sums[b];
   }
   return total;
 }
@@ -569,7 +572,6 @@ double unmasked_block_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto neg_inf = hn::Set(d, -kInf);
-  HWY_ALIGN float partial[hn::MaxLanes(d)];
   double total = 0;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
@@ -583,11 +585,8 @@ double unmasked_block_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
       const auto masked = hn::Eq(LoadTail(d, x + i, end - i, -kInf), neg_inf);
       sum = hn::Add(sum, hn::IfThenZeroElse(masked, LoadTail(d, w + i, end - i, 0.0f)));
     }
-    hn::Store(sum, d, partial);
-    double block_sum = 0;
-    for (size_t l = 0; l < lanes; ++l) block_sum += partial[l];
-    block_sums[b] = block_sum;
-    total += block_sum;
+    block_sums[b] = LanesInDouble(d, sum);
+    total += block_sums[b];
   }
   return total;
 }
@@ -601,7 +600,6 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
   const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
-  HWY_ALIGN float partial[hn::MaxLanes(d)];
   size_t count = 0, i = 0;
   double below_sum = 0;
   auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid,
@@ -614,10 +612,7 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
     hn::StoreU(hn::Compress(Indices(di, at), hn::RebindMask(di, band)), di, ids + count);
     count += hn::CountTrue(d, band);
   };
-  auto flush = [&](hn::Vec<decltype(d)> sum) {
-    hn::Store(sum, d, partial);
-    for (size_t l = 0; l < lanes; ++l) below_sum += partial[l];
-  };
+  auto flush = [&](hn::Vec<decltype(d)> sum) { below_sum += LanesInDouble(d, sum); };
   const auto all = hn::FirstN(d, lanes);
   while (i + lanes <= n) {
     auto sum = hn::Zero(d);

@@ -47,6 +47,19 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
     histogram_.assign(lastmile::detail::kHistogramSize, 0.0);
     return {ids_, values_, keys_, histogram_};
   }
+  // For u over (0, 1): the draw given apply_top_k_top_p's `listed` (with its scratch s) is the
+  // draw over the whole row.
+  void expect_listed_draws_equal_full_draws(const std::vector<float>& x, SortScratch s,
+                                            size_t listed) {
+    const std::vector<int32_t> ids(s.ids.begin(), s.ids.end());
+    const std::vector<float> values(s.values.begin(), s.values.end());
+    for (double u = 0.005; u < 1.0; u += 0.01) {
+      const TokenId full = backend().draw(x.data(), n(), u, scratch());  // reuses the storage
+      std::copy(ids.begin(), ids.end(), s.ids.begin());
+      std::copy(values.begin(), values.end(), s.values.begin());
+      EXPECT_EQ(backend().draw(x.data(), n(), u, s, listed), full) << "u " << u;
+    }
+  }
 
  private:
   std::vector<double> histogram_;
@@ -317,14 +330,7 @@ TEST_P(BackendKernels, DrawOverListedSurvivorsEqualsTheFullDraw) {
     if (std::min(k, n()) < n() && std::get<0>(GetParam()) == "cpu") {
       EXPECT_NE(listed, lastmile::detail::kNotListed);
     }
-    for (double u = 0.005; u < 1.0; u += 0.01) {
-      std::vector<int32_t> ids(s.ids.begin(), s.ids.end());  // the full draw may reuse scratch
-      std::vector<float> values(s.values.begin(), s.values.end());
-      const TokenId full = backend().draw(out.data(), n(), u, scratch());
-      std::copy(ids.begin(), ids.end(), s.ids.begin());
-      std::copy(values.begin(), values.end(), s.values.begin());
-      EXPECT_EQ(backend().draw(out.data(), n(), u, s, listed), full) << "k " << k << " u " << u;
-    }
+    expect_listed_draws_equal_full_draws(out, s, listed);
   }
 }
 
@@ -341,14 +347,7 @@ TEST_P(BackendKernels, TopPAloneListedSurvivorsDrawAsTheFullRow) {
     if (n() > 8 * 512 && top_p < 0.95f && std::get<0>(GetParam()) == "cpu") {
       EXPECT_LT(listed, lastmile::detail::kDenseWeights) << "p " << top_p;  // p 0.99: > n / 8
     }
-    for (double u = 0.005; u < 1.0; u += 0.01) {
-      std::vector<int32_t> ids(s.ids.begin(), s.ids.end());  // the full draw may reuse scratch
-      std::vector<float> values(s.values.begin(), s.values.end());
-      const TokenId full = backend().draw(out.data(), n(), u, scratch());
-      std::copy(ids.begin(), ids.end(), s.ids.begin());
-      std::copy(values.begin(), values.end(), s.values.begin());
-      EXPECT_EQ(backend().draw(out.data(), n(), u, s, listed), full) << "p " << top_p << " u " << u;
-    }
+    expect_listed_draws_equal_full_draws(out, s, listed);
   }
 }
 
