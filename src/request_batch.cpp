@@ -5,6 +5,7 @@
 #include "lastmile/request_batch.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "lastmile/error.hpp"
 #include "random/philox.hpp"
@@ -33,6 +34,9 @@ struct KeptRequest {
   void add_output(TokenId id) {
     output.push_back(id);
     mark_seen(seen, id);
+    // Room for a new entry first: the index must never record one that failed to be added.
+    if (output_counts.size() == output_counts.capacity())
+      output_counts.reserve(2 * output_counts.capacity() + 16);
     const auto next = static_cast<uint32_t>(output_counts.size());
     const uint32_t index = output_of.find_or_insert(
         id, next, [this](uint32_t i) { return output_counts[i].token_id; });
@@ -55,8 +59,8 @@ class RequestBatchImpl {
           who + ": the batch is full (max_batch = " + std::to_string(config.max_batch) + ")");
     validate_params(who, params, config.vocab_size);
     validate_token_ids(who, "prompt_token_ids", prompt, config.vocab_size);
-    if (max_output_tokens < 0)
-      throw InvalidArgument(who + ": max_output_tokens must be >= 0, got " +
+    if (max_output_tokens < 0 || max_output_tokens > std::numeric_limits<int32_t>::max())
+      throw InvalidArgument(who + ": max_output_tokens must be in [0, 2147483647], got " +
                             std::to_string(max_output_tokens));
     auto request = std::make_unique<KeptRequest>();
     request->id = std::string(id);

@@ -151,7 +151,7 @@ class CpuBackend final : public Backend {
     std::partial_sort(keys, keys + k, keys + count);
     for (int64_t i = 0; i < k; ++i) {
       ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
-      values[i] = from_orderable(~static_cast<uint32_t>(keys[i] >> 32));
+      values[i] = x[ids[i]];  // the row's own value (a key cannot tell -0 from +0)
     }
   }
 

@@ -227,6 +227,7 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     size_t listed = near.count;
     if (from < row.max + near.below_max)  // the list may miss some: read the row again
       listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);
+    if (listed == kNotListed) return kNoInputDraw;
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });

@@ -17,9 +17,10 @@ namespace lastmile::detail::cpu_selection {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input.
+// Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input. -0 and
+// +0 map to one key, as they compare equal for the oracle (ties then go by id).
 inline uint32_t orderable(float v) {
-  const uint32_t bits = std::bit_cast<uint32_t>(v);
+  const uint32_t bits = std::bit_cast<uint32_t>(v + 0.0f);  // -0 + 0 is +0
   return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
 }
 inline float from_orderable(uint32_t key) {

@@ -61,8 +61,8 @@ def test_max_output_tokens_reserves_and_is_checked():
     for _ in range(10):  # past the reservation: storage grows
         batch.step(logits)
     assert len(batch.output_token_ids("a")) == 10
-    with pytest.raises(lastmile.InvalidArgument,
-                       match="request 'b': max_output_tokens must be >= 0, got -1"):
+    message = r"request 'b': max_output_tokens must be in \[0, 2147483647\], got -1"
+    with pytest.raises(lastmile.InvalidArgument, match=message):
         lastmile.RequestBatch(8, 1, threads=1).add("b", {}, max_output_tokens=-1)
 
 

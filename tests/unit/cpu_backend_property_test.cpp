@@ -99,6 +99,25 @@ int64_t expect_top_p_matches(const std::vector<float>& x, float p, int trial) {
   return kept;
 }
 
+// -0 and +0 are equal logits: ties go by id, in top-k / top-p, in the draw from the input and in
+// top-N, as in the oracle (bit-level keys once put -0 below +0).
+TEST(CpuBackendProperty, SignedZerosAreTies) {
+  Scratch a, b;
+  const std::vector<float> x = {-0.0f, 0.0f, 5.0f};
+  std::vector<float> fast = x, slow = x;
+  cpu().apply_top_k_top_p(fast.data(), 3, 2, true, 0.99f, a.get(3));
+  oracle().apply_top_k_top_p(slow.data(), 3, 2, true, 0.99f, b.get(3));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(std::isinf(fast[i]), std::isinf(slow[i])) << i;
+  TokenId ids_fast[2], ids_slow[2];
+  float values_fast[2], values_slow[2];
+  const std::vector<float> zeros = {-0.0f, 0.0f};
+  cpu().top_n(zeros.data(), 2, 2, ids_fast, values_fast, a.get(2));
+  oracle().top_n(zeros.data(), 2, 2, ids_slow, values_slow, b.get(2));
+  EXPECT_EQ(ids_fast[0], ids_slow[0]);
+  EXPECT_EQ(ids_fast[1], ids_slow[1]);
+  EXPECT_EQ(std::signbit(values_fast[0]), std::signbit(values_slow[0]));
+}
+
 TEST(CpuBackendProperty, TopPAloneKeepsTheOraclesSetUpToRounding) {
   std::mt19937_64 rng(15);
   int64_t kept_total = 0;

@@ -61,7 +61,9 @@ TEST(RequestBatch, DuplicateIdIsRejected) {
 TEST(RequestBatch, NegativeMaxOutputTokensIsRejected) {
   RequestBatch batch(make_config(4, 3));
   expect_message([&] { batch.add("a", greedy_params(), {}, -1); },
-                 "request 'a': max_output_tokens must be >= 0, got -1");
+                 "request 'a': max_output_tokens must be in [0, 2147483647], got -1");
+  expect_message([&] { batch.add("a", greedy_params(), {}, int64_t{1} << 40); },
+                 "request 'a': max_output_tokens must be in [0, 2147483647], got 1099511627776");
   EXPECT_EQ(batch.size(), 0);
 }
 
