@@ -3,7 +3,11 @@
 // processed row, so a row's token never depends on its batch position, its companions or threads.
 // Greedy rows keep their argmax (vLLM draws for them too and discards the draw). A random row that
 // steps 3-6 leave alone and no logprob reads may be drawn straight from the caller's row: the
-// backend's draw_from_input, steps 2 and 7b-e without a working row (the same token).
+// backend's draw_from_input, steps 2 and 7b-e without a working row. Whether a batch reads
+// logprobs is batch-wide, so the same row may come to step 7 with them: it is then drawn by the
+// same draw_from_input over its divided working row, before step 7c-d mask it for the logprobs.
+// A row's token never depends on whether its companions ask for logprobs: the backend's input
+// draw and its steps agree only up to rounding.
 #include "pipeline/steps.hpp"
 #include "random/philox.hpp"
 
@@ -19,17 +23,33 @@ void draw_token(RowStep& row) {
                                        row.scratch.listed_survivors);
 }
 
-bool draw_token_from_input(RowStep& row) {
-  if (row.sampling.greedy || row.plan.needs_logprobs() || row.edited_before_sampling())
-    return false;
-  const DrawParams params{row.sampling.temperature, row.sampling.top_k, row.plan.any_top_p,
-                          row.sampling.top_p, row.sampling.min_p};
-  const TokenId token = row.backend.draw_from_input(
-      row.input_row(), row.input.dtype, row.vocab_size(), params,
-      uniform_open(row.seed, row.stream_step()), row.scratch.sort(), row.parallel);
+namespace {
+
+// draw_from_input over `src`, a caller's row (divided by `temperature` on the way) or the working
+// row (already divided: temperature 1, the same quotients).
+bool draw_from(RowStep& row, const void* src, DType dtype, float temperature) {
+  const DrawParams params{temperature, row.sampling.top_k, row.plan.any_top_p, row.sampling.top_p,
+                          row.sampling.min_p};
+  const TokenId token = row.backend.draw_from_input(src, dtype, row.vocab_size(), params,
+                                                    uniform_open(row.seed, row.stream_step()),
+                                                    row.scratch.sort(), row.parallel);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;
+}
+
+}  // namespace
+
+bool draw_token_from_input(RowStep& row) {
+  if (row.sampling.greedy || row.plan.needs_logprobs() || row.edited_before_sampling())
+    return false;
+  return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature);
+}
+
+bool draw_token_as_from_input(RowStep& row) {
+  if (row.sampling.greedy || !row.plan.needs_logprobs() || row.edited_before_sampling())
+    return false;
+  return draw_from(row, row.logits.data(), DType::f32, 1.0f);
 }
 
 }  // namespace lastmile::detail

@@ -17,12 +17,13 @@ void sample_tokens(RowStep& row) {
     return;
   }
   apply_temperature(row);
-  if (row.failed()) return;  // overflowed to +inf: reported after the batch
+  if (row.failed()) return;                          // overflowed to +inf: reported after the batch
+  const bool drawn = draw_token_as_from_input(row);  // the token without logprobs, batch-wide
   apply_min_p(row);
   apply_custom_processors(row, /*argmax_invariant=*/true);
   if (row.failed()) return;
   apply_top_k_top_p(row);
-  draw_token(row);
+  if (!drawn) draw_token(row);
 }
 
 }  // namespace lastmile::detail

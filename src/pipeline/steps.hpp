@@ -26,5 +26,8 @@ void apply_top_k_top_p(RowStep& row);
 void draw_token(RowStep& row);
 // Steps 2-7 from the caller's row for an unedited random row without logprobs; false: run them.
 bool draw_token_from_input(RowStep& row);
+// The same draw for such a row when the batch reads logprobs: over the divided working row, before
+// min_p and top-k / top-p mask it; false: draw_token draws after them.
+bool draw_token_as_from_input(RowStep& row);
 
 }  // namespace lastmile::detail

@@ -252,6 +252,41 @@ TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsDrawTheSameTokens) {
   }
 }
 
+// Whether a batch reads logprobs is batch-wide: a companion asking for them sends an unedited row
+// through the steps instead of the draw from the input. Its tokens must not change (600 draws
+// per shape, peaked and flat rows, each from-input shape).
+TEST(BatchInvarianceLogprobCompanion, ACompanionAskingForLogprobsChangesNoToken) {
+  const int64_t vocab = 32001;
+  std::vector<float> peaked = lcg_logits(static_cast<size_t>(vocab), 5, -5.0f, 5.0f);
+  for (size_t i = 0; i < peaked.size(); i += 211) peaked[i] += 8.0f;
+  const std::vector<float> flat = lcg_logits(static_cast<size_t>(vocab), 6, -2.0f, 2.0f);
+  for (int kind = 0; kind < 5; ++kind) {
+    RequestParams p = random_params(300 + static_cast<uint64_t>(kind), 0.8f);
+    if (kind == 1) p.min_p = 0.05f;
+    if (kind == 2) p.top_k = 40, p.top_p = 0.9f;
+    if (kind >= 3) p.top_p = 0.9f;
+    const std::vector<float>& row = kind == 4 ? flat : peaked;
+    auto tokens = [&](bool companion_logprobs) {
+      Sampler sampler(make_config(vocab, 2, LogprobsMode::raw_logprobs, 1));
+      std::vector<float> logits = row;
+      logits.insert(logits.end(), row.begin(), row.end());
+      Batch batch;
+      batch.requests.emplace_back().params = p;
+      RequestParams companion = random_params(9, 1.0f);
+      if (companion_logprobs) companion.logprobs = 3;
+      batch.requests.emplace_back().params = companion;
+      std::vector<TokenId> drawn;
+      for (uint64_t step = 0; step < 600; ++step) {
+        batch.requests[0].step = step;
+        drawn.push_back(
+            sampler.sample(LogitsView::f32(logits.data(), 2, vocab), batch).sampled_token_ids[0]);
+      }
+      return drawn;
+    };
+    EXPECT_EQ(tokens(true), tokens(false)) << "kind " << kind;
+  }
+}
+
 TEST(BatchInvarianceRequestBatch, CompanionsAddedRemovedAndReorderedDoNotChangeTokens) {
   for (int64_t vocab : {111, 32001}) {
     const std::vector<TokenId> alone = request_batch_run(vocab, false, 1);
