@@ -42,16 +42,7 @@ class CpuBackend final : public Backend {
 
   int64_t convert_row_divided(const void* src, DType dtype, float* dst, int64_t n,
                               float t) const override {
-    const auto size = static_cast<size_t>(n);
-    switch (dtype) {
-      case DType::f32:
-        return cpu::load_f32(static_cast<const float*>(src), dst, size, t);
-      case DType::bf16:
-        return cpu::load_bf16(static_cast<const uint16_t*>(src), dst, size, t);
-      case DType::f16:
-        return cpu::load_f16(static_cast<const uint16_t*>(src), dst, size, t);
-    }
-    return reference_backend().convert_row_divided(src, dtype, dst, n, t);
+    return cpu::load_row(src, dtype, dst, static_cast<size_t>(n), t);
   }
 
   TokenId row_argmax(const float* x, int64_t n) const override {

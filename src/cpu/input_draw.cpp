@@ -34,16 +34,7 @@ const void* entry(const void* src, DType dtype, size_t i) {
 
 // src[from, from + count) / t into dst; the first NaN / +inf, or -1.
 int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, float t, float* dst) {
-  const void* at = entry(src, dtype, from);
-  switch (dtype) {
-    case DType::bf16:
-      return cpu::load_bf16(static_cast<const uint16_t*>(at), dst, count, t);
-    case DType::f16:
-      return cpu::load_f16(static_cast<const uint16_t*>(at), dst, count, t);
-    case DType::f32:
-      break;
-  }
-  return cpu::load_f32(static_cast<const float*>(at), dst, count, t);
+  return cpu::load_row(entry(src, dtype, from), dtype, dst, count, t);
 }
 
 // Entry i of src / t (the same bits as the vector passes: the widening is exact, the division

@@ -23,11 +23,9 @@ uint16_t row_max_bits16(const uint16_t* x, size_t n);
 const char* dispatch_target_name();
 
 // Row passes (row_ops.cpp). n may be 0 unless said; none allocates.
-// dst = the float32 row of fp32 / bf16 / fp16 src (exact), divided by t unless t is 1 (IEEE
+// dst = the float32 row of an fp32 / bf16 / fp16 src (exact), divided by t unless t is 1 (IEEE
 // division); returns the first index of dst holding NaN or +inf, or -1.
-int64_t load_f32(const float* src, float* dst, size_t n, float t);
-int64_t load_bf16(const uint16_t* src, float* dst, size_t n, float t);
-int64_t load_f16(const uint16_t* src, float* dst, size_t n, float t);
+int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t);
 // Entries near a row's max, listed by block_softmax_stats on the way (ids null: none listed).
 struct NearMax {
   float below_max = 0;  // list entries >= max + below_max (below_max <= 0)

@@ -179,14 +179,23 @@ int64_t convert(Source src, float* HWY_RESTRICT dst, size_t n, float t) {
   return t == 1.0f ? convert_pass<false>(src, dst, n, t) : convert_pass<true>(src, dst, n, t);
 }
 
-int64_t load_f32(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n, float t) {
-  return convert(Float32Source{src}, dst, n, t);
+// fn(source) for a caller's row of `dtype`.
+template <class Fn>
+auto with_source(const void* src, DType dtype, Fn fn) {
+  switch (dtype) {
+    case DType::bf16:
+      return fn(BFloat16Source{static_cast<const uint16_t*>(src)});
+    case DType::f16:
+      return fn(Float16Source{static_cast<const uint16_t*>(src)});
+    case DType::f32:
+      break;
+  }
+  return fn(Float32Source{static_cast<const float*>(src)});
 }
-int64_t load_bf16(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n, float t) {
-  return convert(BFloat16Source{src}, dst, n, t);
-}
-int64_t load_f16(const uint16_t* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n, float t) {
-  return convert(Float16Source{src}, dst, n, t);
+
+int64_t load_row(const void* HWY_RESTRICT src, DType dtype, float* HWY_RESTRICT dst, size_t n,
+                 float t) {
+  return with_source(src, dtype, [&](auto source) { return convert(source, dst, n, t); });
 }
 
 // One pass: each lane keeps its largest value and the first index holding it (strict >), then
@@ -438,20 +447,6 @@ double exp_block_sums(const float* HWY_RESTRICT x, size_t n, float max, size_t b
   return exp_block_sums_pass<false>(x, nullptr, n, max, block, block_sums);
 }
 
-// fn(source) for a caller's row of `dtype`.
-template <class Fn>
-auto with_source(const void* src, DType dtype, Fn fn) {
-  switch (dtype) {
-    case DType::bf16:
-      return fn(BFloat16Source{static_cast<const uint16_t*>(src)});
-    case DType::f16:
-      return fn(Float16Source{static_cast<const uint16_t*>(src)});
-    case DType::f32:
-      break;
-  }
-  return fn(Float32Source{static_cast<const float*>(src)});
-}
-
 // The row of src / t a vector at a time: fn(i, v, valid) for each, the padded tail's extra
 // lanes -inf and outside `valid`. Returns whether any valid lane held NaN or +inf.
 template <bool kDivide, class Source, class Fn>
@@ -649,9 +644,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace lastmile::cpu {
-HWY_EXPORT(load_f32);
-HWY_EXPORT(load_bf16);
-HWY_EXPORT(load_f16);
+HWY_EXPORT(load_row);
 HWY_EXPORT(block_softmax_stats);
 HWY_EXPORT(compress_source);
 HWY_EXPORT(row_argmax);
@@ -670,14 +663,8 @@ HWY_EXPORT(unmasked_block_sums);
 HWY_EXPORT(probability_band);
 HWY_EXPORT(mask_probability_below);
 
-int64_t load_f32(const float* src, float* dst, size_t n, float t) {
-  return HWY_DYNAMIC_DISPATCH(load_f32)(src, dst, n, t);
-}
-int64_t load_bf16(const uint16_t* src, float* dst, size_t n, float t) {
-  return HWY_DYNAMIC_DISPATCH(load_bf16)(src, dst, n, t);
-}
-int64_t load_f16(const uint16_t* src, float* dst, size_t n, float t) {
-  return HWY_DYNAMIC_DISPATCH(load_f16)(src, dst, n, t);
+int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t) {
+  return HWY_DYNAMIC_DISPATCH(load_row)(src, dtype, dst, n, t);
 }
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near) {
