@@ -89,8 +89,7 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                /*greedy_token=*/0,
                /*sampled_token=*/0,
                RowFailure{},
-               /*divided_by_temperature=*/false,
-               ParallelFor{}};
+               /*divided_by_temperature=*/false};
   run_pipeline(step);
   failures_[row] = step.failure;
 }

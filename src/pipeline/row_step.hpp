@@ -99,10 +99,6 @@ struct RowStep {
   RowFailure failure;
   // Step 2 divided the row by its temperature while converting it (step 7b then skips).
   bool divided_by_temperature = false;
-  // How the backend may split this row's passes (fixed vocab chunks: the same results). The
-  // sampler runs them on the row's own thread: waking pooled threads for a batch with fewer rows
-  // than threads cost more than the passes on the machines measured (see README Performance).
-  ParallelFor parallel;
   bool failed() const { return failure.token_id >= 0; }
   // Records a NaN / +inf at `token_id` (>= 0) made by `made_by`; false when token_id < 0.
   bool record_bad_value(int64_t token_id, const char* made_by) {
