@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,6 +70,18 @@ struct ParallelFor {
 // Backend::draw_from_input has no answer: run the steps.
 inline constexpr TokenId kNoInputDraw = -1;
 
+// A raw mode's active values (spec §3.1) as a map of the caller's float32 view x, which no step
+// edits: log_softmax's (x - max) - log_sum, the float32 arithmetic of Backend::log_softmax, or x
+// itself for raw_logits (max = log_sum = 0: x - 0 - 0 is x, -0 included). An all -inf row (max
+// -inf) keeps x, as log_softmax leaves it. Monotone: a larger x never has a smaller value.
+struct RawValues {
+  float max = 0.0f;
+  float log_sum = 0.0f;
+  float operator()(float x) const {
+    return max == -std::numeric_limits<float>::infinity() ? x : (x - max) - log_sum;
+  }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -130,6 +143,15 @@ class Backend {
   virtual TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
                                   double u, SortScratch scratch,
                                   const ParallelFor& parallel) const = 0;
+
+  // Raw modes read the caller's row src of n `dtype` logits (step 2 or an input path checked it:
+  // no NaN or +inf) in place, instead of a snapshot: log_softmax's max and log-sum of its float32
+  // view; then rank_of and top_n over values(x) of that view.
+  virtual RawValues input_log_softmax(const void* src, DType dtype, int64_t n) const = 0;
+  virtual int64_t input_rank_of(const void* src, DType dtype, int64_t n, RawValues values,
+                                TokenId token_id) const = 0;
+  virtual void input_top_n(const void* src, DType dtype, int64_t n, RawValues values, int64_t k,
+                           TokenId* ids, float* out, SortScratch scratch) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

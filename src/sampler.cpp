@@ -33,12 +33,13 @@ void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_
 
 // The pipeline for one row (spec §2.1), steps 1-9. Rows are independent: any thread, any order.
 void run_pipeline(RowStep& row) {
-  if (take_greedy_token_from_input(row))  // 2-7a in one read: unedited greedy, no logprobs
+  // 1  raw modes: step 8 reads the caller's row, which no step edits (raw_logprobs.cpp)
+  // 2-7 in one read (or two) for an unedited row whose working row nothing reads: greedy, random
+  if (take_greedy_token_from_input(row) || draw_token_from_input(row)) {
+    if (!row.failed()) gather_logprobs(row);  // 8  raw modes only, from the caller's row
     return store_sampled_token(row);
-  if (draw_token_from_input(row))  // 2-7 in one read or two: unedited random, no logprobs
-    return store_sampled_token(row);
+  }
   if (!convert_to_float32(row)) return;  // 2  NaN / +inf: reported after the batch
-  capture_raw_logprobs(row);             // 1  raw modes: the exact float32 view, before any edit
   apply_allowed_token_ids(row);          // 3
   apply_bad_words(row);                  // 4
   apply_min_tokens(row);                 // 5  argmax-changing processors: built-ins,
@@ -85,7 +86,6 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                scratch,
                out_,
                std::span<float>(scratch.logits.data(), plan.vocab_size),
-               std::span<float>(scratch.raw.data(), plan.vocab_size),
                /*greedy_token=*/0,
                /*sampled_token=*/0,
                RowFailure{},

@@ -37,8 +37,8 @@ int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, flo
   return cpu::load_row(entry(src, dtype, from), dtype, dst, count, t);
 }
 
-// Entry i of src / t (the same bits as the vector passes: the widening is exact, the division
-// IEEE).
+}  // namespace
+
 float scaled_entry(const void* src, DType dtype, size_t i, float t) {
   float v = 0;
   switch (dtype) {
@@ -54,6 +54,8 @@ float scaled_entry(const void* src, DType dtype, size_t i, float t) {
   }
   return t == 1.0f ? v : v / t;
 }
+
+namespace {
 
 // The smallest float v whose quotient v / t reaches threshold (division by t > 0 is monotone):
 // comparing a caller's values with it selects exactly the entries whose quotients pass, with no
@@ -107,9 +109,8 @@ size_t close_up(const RowChunks& chunks, const size_t* counts, int32_t* ids, flo
   return total;
 }
 
-// Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
-// kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries
-// are listed first of all, so an overflow anywhere shows among them).
+}  // namespace
+
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
                             SortScratch scratch, const ParallelFor& parallel) {
   const float from = smallest_dividend_at_least(threshold, t);
@@ -129,6 +130,8 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   if (t != 1.0f && cpu::divide(scratch.values.data(), count, t) >= 0) return kNotListed;
   return count;
 }
+
+namespace {
 
 // The oracle's walk from block `start` on, each chunk converted and weighted with the vector exp
 // (the weights the block sums were made of), until the cumulative sum passes target.
@@ -196,6 +199,20 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
     row->total += row->sums[b] *= std::exp(static_cast<double>(block_max[b]) - row->max);
   return true;
 }
+
+}  // namespace
+
+bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total) {
+  cpu::NearMax none;
+  RowSoftmax row;
+  if (!row_softmax(src, dtype, static_cast<size_t>(n), 1.0f, &none, &row, ParallelFor{}))
+    return false;
+  *max = row.max;
+  *total = row.total;
+  return true;
+}
+
+namespace {
 
 // Temperature only, or min_p. min_p keeps the entries >= about max + log(min_p): the statistics
 // pass lists those within a margin of that on the way, so the survivors need no second read

@@ -1,9 +1,24 @@
-// lastmile — the CPU backend's draw straight from a caller's row (Backend::draw_from_input).
+// lastmile — the CPU backend's passes over a caller's row in place: the draw
+// (Backend::draw_from_input) and the pieces raw logprobs share with it (input_logprobs.cpp).
 #pragma once
 
 #include "backend.hpp"
 
 namespace lastmile::detail::cpu_selection {
+
+// Entry i of a caller's row src divided by t (t = 1: not divided), in float32: the same bits
+// as the vector passes (the widening is exact, the division IEEE).
+float scaled_entry(const void* src, DType dtype, size_t i, float t);
+
+// Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
+// kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries
+// are listed first of all, so an overflow anywhere shows among them).
+size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
+                            SortScratch scratch, const ParallelFor& parallel);
+
+// The max of a caller's float32 view and the sum of exp(x - max) over it, in one read by blocks;
+// false on a NaN / +inf or a vocabulary over 2^20.
+bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total);
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
                              double u, SortScratch scratch, const ParallelFor& parallel);

@@ -54,6 +54,7 @@ double sum_exp(const float* x, size_t n, float max);              // fixed order
 void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
 void mask_below(float* x, size_t n, float threshold);             // exact
 int64_t count_at_least(const float* x, size_t n, float v);        // exact
+int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v);  // widened
 // Compressing kernels store whole vectors past their count: outputs need this many spare entries.
 inline constexpr size_t kCompressSlack = 64;
 // (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.

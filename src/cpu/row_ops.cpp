@@ -363,14 +363,24 @@ void mask_below(float* HWY_RESTRICT x, size_t n, float threshold) {
 }
 
 // Number of entries >= v. Exact.
-int64_t count_at_least(const float* HWY_RESTRICT x, size_t n, float v) {
+template <class Source>
+int64_t count_pass(Source src, size_t n, float v) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vv = hn::Set(d, v);
   size_t count = 0, i = 0;
-  for (; i + lanes <= n; i += lanes) count += hn::CountTrue(d, hn::Ge(hn::LoadU(d, x + i), vv));
-  for (; i < n; ++i) count += x[i] >= v;
+  for (; i + lanes <= n; i += lanes) count += hn::CountTrue(d, hn::Ge(src.Whole(d, i), vv));
+  if (i < n)
+    count += hn::CountTrue(d, hn::And(hn::FirstN(d, n - i), hn::Ge(src.Tail(d, i, n - i), vv)));
   return static_cast<int64_t>(count);
+}
+
+int64_t count_at_least(const float* HWY_RESTRICT x, size_t n, float v) {
+  return count_pass(Float32Source{x}, n, v);
+}
+
+int64_t count_source_at_least(const void* HWY_RESTRICT src, DType dtype, size_t n, float v) {
+  return with_source(src, dtype, [&](auto source) { return count_pass(source, n, v); });
 }
 
 // Appends (id, value) of every entry with value >= threshold (strictly greater when `strict`),
@@ -656,6 +666,7 @@ HWY_EXPORT(sum_exp);
 HWY_EXPORT(subtract_two);
 HWY_EXPORT(mask_below);
 HWY_EXPORT(count_at_least);
+HWY_EXPORT(count_source_at_least);
 HWY_EXPORT(compress_at_least);
 HWY_EXPORT(exp_with_block_sums);
 HWY_EXPORT(exp_block_sums);
@@ -697,6 +708,9 @@ void mask_below(float* x, size_t n, float threshold) {
 }
 int64_t count_at_least(const float* x, size_t n, float v) {
   return HWY_DYNAMIC_DISPATCH(count_at_least)(x, n, v);
+}
+int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v) {
+  return HWY_DYNAMIC_DISPATCH(count_source_at_least)(src, dtype, n, v);
 }
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values, size_t limit) {

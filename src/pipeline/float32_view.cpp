@@ -1,17 +1,15 @@
 // Step 2 — the float32 working row (spec §2.1 step 2).
 // fp16 / bf16 widen exactly. Unlike vLLM, the caller's logits are never edited: the working row
 // is ours. A NaN or +inf is recorded and the row stops here; the sampler reports it by row.
-// A random row that steps 3-6 leave alone, and whose unscaled values no raw mode reads, is
-// divided by its temperature (step 7b) in the same pass: the same bits, one read of the row.
+// A random row that steps 3-6 leave alone is divided by its temperature (step 7b) in the same
+// pass: the same bits, one read of the row (raw modes read the caller's row, not this one).
 #include "pipeline/steps.hpp"
 
 namespace lastmile::detail {
 namespace {
 
 bool temperature_folds_into_conversion(const RowStep& row) {
-  const bool raw_snapshot = row.plan.needs_logprobs() && row.plan.raw_mode();
-  return !row.sampling.greedy && row.sampling.temperature != 1.0f && !raw_snapshot &&
-         !row.edited_before_sampling();
+  return !row.sampling.greedy && row.sampling.temperature != 1.0f && !row.edited_before_sampling();
 }
 
 }  // namespace

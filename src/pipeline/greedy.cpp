@@ -1,7 +1,8 @@
 // Step 7a — greedy argmax (spec §7a, §8.1), on the step-6 logits before temperature.
 // Lowest index among equal maxima (PyTorch's argmax), computed for greedy rows only. A greedy
-// row that steps 3-6 leave alone and whose logprobs nobody reads takes its argmax straight from
-// the caller's float32 row: steps 2-7a in one checked read, the same token.
+// row that steps 3-6 leave alone and whose working row no logprob reads (none asked, or a raw
+// mode) takes its argmax straight from the caller's float32 row: steps 2-7a in one checked read,
+// the same token.
 #include "pipeline/steps.hpp"
 
 namespace lastmile::detail {
@@ -11,7 +12,7 @@ void take_greedy_token(RowStep& row) {
 }
 
 bool take_greedy_token_from_input(RowStep& row) {
-  if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.plan.needs_logprobs() ||
+  if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.logprobs_read_working_row() ||
       row.edited_before_sampling())
     return false;
   int64_t first_bad = -1;

@@ -1,19 +1,16 @@
 // Step 1 — raw logprob modes (spec §2.1 step 1, §3.1; vLLM Sampler.forward).
-// For raw_logprobs / raw_logits the active tensor is taken before any step edits the row: a copy
-// of the float32 working row, log_softmax'ed in raw_logprobs mode. It runs right after step 2,
-// whose widening is exact, so the copy equals the input's float32 view while the row is still in
-// cache (one read of the caller's logits, not two). Skipped when no logprobs are asked, or the
-// mode is processed (step 8 then reads the working row).
-#include <algorithm>
-
+// vLLM takes raw_logprobs / raw_logits before any step edits the logits. Here no step edits the
+// caller's row (step 2 widens it into a working row of our own), so the caller's row is that
+// tensor: no snapshot is copied. Its values are a map of the float32 view, read by step 8 where
+// it asks: log_softmax's max and log-sum in raw_logprobs mode, the logits themselves in
+// raw_logits mode.
 #include "pipeline/steps.hpp"
 
 namespace lastmile::detail {
 
-void capture_raw_logprobs(RowStep& row) {
-  if (!row.plan.needs_logprobs() || !row.plan.raw_mode()) return;
-  std::copy(row.logits.begin(), row.logits.end(), row.raw.begin());
-  if (row.plan.logprob_values()) row.backend.log_softmax(row.raw.data(), row.vocab_size());
+RawValues raw_values(const RowStep& row) {
+  if (!row.plan.logprob_values()) return {};  // raw_logits: x - 0 - 0 is x
+  return row.backend.input_log_softmax(row.input_row(), row.input.dtype, row.vocab_size());
 }
 
 }  // namespace lastmile::detail

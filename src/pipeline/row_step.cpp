@@ -6,7 +6,6 @@ namespace lastmile::detail {
 void RowScratch::reserve(int64_t vocab_size) {
   const auto n = static_cast<size_t>(vocab_size);
   if (logits.size() < n) logits.resize(n);
-  if (raw.size() < n) raw.resize(n);
   // Compressing kernels store whole SIMD vectors past their count (cpu::kCompressSlack).
   if (sort_values.size() < n + kSortSlack) sort_values.resize(n + kSortSlack);
   if (sort_ids.size() < n + kSortSlack) sort_ids.resize(n + kSortSlack);

@@ -35,7 +35,6 @@ struct RowFailure {
 
 struct RowScratch {
   std::vector<float> logits;  // the working row, edited in place by steps 2-7
-  std::vector<float> raw;     // the raw-mode snapshot of step 1
   std::vector<float> sort_values;
   std::vector<int32_t> sort_ids;
   std::vector<uint64_t> sort_keys;
@@ -91,7 +90,6 @@ struct RowStep {
   OutputBuffers& out;
 
   std::span<float> logits;  // working float32 row
-  std::span<float> raw;     // raw-mode snapshot
   TokenId greedy_token = 0;
   TokenId sampled_token = 0;
   // The row stops at the first NaN / +inf: in the input (made_by null) or made by a step from
@@ -112,7 +110,9 @@ struct RowStep {
   int64_t vocab_size() const { return plan.vocab_size; }
   const void* input_row() const;
   bool edited_before_sampling() const;  // whether steps 3-6 change this row
-  History history() const;              // for penalties and bad words
+  // Whether step 8 reads the working row (processed modes); raw modes read the caller's row.
+  bool logprobs_read_working_row() const { return plan.needs_logprobs() && !plan.raw_mode(); }
+  History history() const;  // for penalties and bad words
   uint64_t stream_step() const { return request.step.value_or(request.output_token_ids.size()); }
 };
 

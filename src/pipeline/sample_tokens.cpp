@@ -11,8 +11,7 @@ void sample_tokens(RowStep& row) {
   // the argmax, so only they compute it.
   if (row.sampling.greedy) take_greedy_token(row);
   // A greedy row has its token; steps 7b-e matter for it only through processed logprobs.
-  const bool processed_read = row.plan.needs_logprobs() && !row.plan.raw_mode();
-  if (row.plan.all_greedy || (row.sampling.greedy && !processed_read)) {
+  if (row.plan.all_greedy || (row.sampling.greedy && !row.logprobs_read_working_row())) {
     row.sampled_token = row.greedy_token;
     return;
   }

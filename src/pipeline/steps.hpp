@@ -5,7 +5,7 @@
 
 namespace lastmile::detail {
 
-void capture_raw_logprobs(RowStep& row);     // 1  raw modes, before any edit
+RawValues raw_values(const RowStep& row);    // 1  raw modes: the caller's row, never edited
 bool convert_to_float32(RowStep& row);       // 2  false: NaN / +inf in the row
 void apply_allowed_token_ids(RowStep& row);  // 3
 void apply_bad_words(RowStep& row);          // 4
@@ -18,13 +18,15 @@ void gather_logprobs(RowStep& row);                                 // 8
 
 // Step 7's parts (spec §8, §9), called by sample_tokens.
 void take_greedy_token(RowStep& row);
-// Steps 2-7a in one read for an unedited greedy row without logprobs; false: run the steps.
+// Steps 2-7a in one read for an unedited greedy row whose working row no logprob reads; false:
+// run the steps.
 bool take_greedy_token_from_input(RowStep& row);
 void apply_temperature(RowStep& row);
 void apply_min_p(RowStep& row);
 void apply_top_k_top_p(RowStep& row);
 void draw_token(RowStep& row);
-// Steps 2-7 from the caller's row for an unedited random row without logprobs; false: run them.
+// Steps 2-7 from the caller's row for an unedited random row whose working row no logprob reads;
+// false: run them.
 bool draw_token_from_input(RowStep& row);
 // The same draw for such a row when the batch reads logprobs: over the divided working row, before
 // min_p and top-k / top-p mask it; false: draw_token draws after them.

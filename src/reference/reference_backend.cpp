@@ -26,6 +26,19 @@ double sum_exp(const float* x, int64_t n, float max) {
   return sum;
 }
 
+// Entry i of a caller's row, widened to float32 (exact).
+float widened(const void* src, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+    case DType::f32:
+      break;
+  }
+  return static_cast<const float*>(src)[i];
+}
+
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
@@ -40,17 +53,7 @@ class ReferenceBackend final : public Backend {
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
     int64_t bad = -1;
     for (int64_t i = 0; i < n; ++i) {
-      switch (dtype) {
-        case DType::f32:
-          dst[i] = static_cast<const float*>(src)[i];
-          break;
-        case DType::f16:
-          dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
-          break;
-        case DType::bf16:
-          dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
-          break;
-      }
+      dst[i] = widened(src, dtype, i);
       if (bad < 0 && is_nan_or_pos_inf(dst[i])) bad = i;
     }
     return bad;
@@ -168,6 +171,38 @@ class ReferenceBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i)
       if (seen[i / 64] >> (i % 64) & 1) x[i] *= x[i] > 0 ? inverse_repetition : repetition_penalty;
     return find_nan_or_inf(x, n);
+  }
+
+  // The raw-mode kernels: what log_softmax, rank_of and top_n give on a snapshot of the row.
+  RawValues input_log_softmax(const void* src, DType dtype, int64_t n) const override {
+    float max = kNegInf;
+    for (int64_t i = 0; i < n; ++i) max = std::max(max, widened(src, dtype, i));
+    if (max == kNegInf) return {kNegInf, 0.0f};
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(widened(src, dtype, i) - max);
+    return {max, static_cast<float>(std::log(sum))};
+  }
+
+  int64_t input_rank_of(const void* src, DType dtype, int64_t n, RawValues values,
+                        TokenId token_id) const override {
+    const float v = values(widened(src, dtype, token_id));
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) count += values(widened(src, dtype, i)) >= v;
+    return count;
+  }
+
+  void input_top_n(const void* src, DType dtype, int64_t n, RawValues values, int64_t k,
+                   TokenId* ids, float* out, SortScratch scratch) const override {
+    auto value = [&](int32_t i) { return values(widened(src, dtype, i)); };
+    int32_t* order = scratch.ids.data();
+    std::iota(order, order + n, 0);
+    std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
+      return value(a) > value(b) || (value(a) == value(b) && a < b);
+    });
+    for (int64_t i = 0; i < k; ++i) {
+      ids[i] = order[i];
+      out[i] = value(order[i]);
+    }
   }
 
   int64_t rank_of(const float* x, int64_t n, TokenId token_id) const override {

@@ -8,6 +8,7 @@
 #include <bit>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "backend.hpp"
 #include "unit/test_util.hpp"
@@ -274,6 +275,79 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
   }
   EXPECT_GT(drawn, 500);
   EXPECT_GT(drawn_top_p_alone, 10);
+}
+
+// A row whose log_softmax rounds distinct logits to one value: 40 tokens a float step apart at
+// max - 3 (exact differences), so (x - max) - log_sum, near -3 - log(n), merges them in fours;
+// they are scattered over ids so that value ties and id order disagree with logit order.
+std::vector<float> rounding_ties_row(std::mt19937_64& rng, int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n));
+  std::normal_distribution<float> body(-12.0f, 1.0f);
+  for (float& v : x) v = body(rng);
+  x[rng() % x.size()] = 0.0f;
+  float v = -3.0f;
+  for (int i = 0; i < 40; ++i, v = std::nextafter(v, 0.0f)) x[rng() % x.size()] = v;
+  return x;
+}
+
+// Raw modes read the caller's row in place (no snapshot): its log_softmax terms, top-N and rank
+// must be the oracle's on a snapshot (convert, log_softmax, top_n, rank_of) exactly, ties made by
+// rounding included; raw_logits (the identity map) likewise. Every dtype.
+TEST(CpuBackendProperty, RawLogprobsFromTheCallersRowEqualTheOraclesSnapshot) {
+  std::mt19937_64 rng(17);
+  Scratch a, b;
+  int merged_rows = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const std::vector<float> row =
+        trial % 3 == 0 ? rounding_ties_row(rng, 64 + static_cast<int64_t>(rng() % 40000))
+                       : random_row(rng);
+    const auto n = static_cast<int64_t>(row.size());
+    const auto dtype = static_cast<lastmile::DType>(trial % 3 == 0 ? 0 : trial % 3);
+    std::vector<uint16_t> halves(row.size());
+    for (size_t i = 0; i < row.size(); ++i)
+      halves[i] = dtype == lastmile::DType::bf16
+                      ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
+                      : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i] / 8.0f));
+    const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(row.data())
+                                                    : static_cast<const void*>(halves.data());
+    std::vector<float> snapshot(row.size());
+    oracle().convert_row(src, dtype, snapshot.data(), n);
+    const std::vector<float> logits = snapshot;
+    oracle().log_softmax(snapshot.data(), n);
+    const lastmile::detail::RawValues values = oracle().input_log_softmax(src, dtype, n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(values(logits[i]), snapshot[i]) << "trial " << trial << " token " << i;
+    const lastmile::detail::RawValues fast_values = cpu().input_log_softmax(src, dtype, n);
+    EXPECT_EQ(fast_values.max, values.max) << "trial " << trial;
+    EXPECT_NEAR(fast_values.log_sum, values.log_sum, 1e-5f)
+        << "trial " << trial;  // logprobs' bound
+    std::set<float> distinct_values(snapshot.begin(), snapshot.end());
+    merged_rows += distinct_values.size() < std::set<float>(logits.begin(), logits.end()).size();
+    const int64_t k = std::min<int64_t>(n, 1 + static_cast<int64_t>(rng() % 20));
+    for (const bool logprobs : {true, false}) {
+      const lastmile::detail::RawValues map = logprobs ? values : lastmile::detail::RawValues{};
+      const std::vector<float>& active = logprobs ? snapshot : logits;
+      std::vector<TokenId> ids_fast(k), ids_slow(k);
+      std::vector<float> out_fast(k), out_slow(k);
+      cpu().input_top_n(src, dtype, n, map, k, ids_fast.data(), out_fast.data(), a.get(row.size()));
+      oracle().top_n(active.data(), n, k, ids_slow.data(), out_slow.data(), b.get(row.size()));
+      EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " logprobs " << logprobs;
+      EXPECT_EQ(out_fast, out_slow) << "trial " << trial << " logprobs " << logprobs;
+      for (int pick = 0; pick < 3; ++pick) {
+        const TokenId token = pick == 0 ? ids_slow[k - 1] : static_cast<TokenId>(rng() % n);
+        EXPECT_EQ(cpu().input_rank_of(src, dtype, n, map, token),
+                  oracle().rank_of(active.data(), n, token))
+            << "trial " << trial << " token " << token;
+        EXPECT_EQ(oracle().input_rank_of(src, dtype, n, map, token),
+                  oracle().rank_of(active.data(), n, token));
+      }
+      oracle().input_top_n(src, dtype, n, map, k, ids_fast.data(), out_fast.data(),
+                           a.get(row.size()));
+      EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial;
+      EXPECT_EQ(out_fast, out_slow) << "trial " << trial;
+    }
+  }
+  EXPECT_GT(merged_rows, 150);  // the rounding-ties rows did merge values
 }
 
 // NaN or +inf in the caller's row, or made by the division, sends the row to the steps (which
