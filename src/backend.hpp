@@ -81,6 +81,10 @@ struct RawValues {
     return max == -std::numeric_limits<float>::infinity() ? x : (x - max) - log_sum;
   }
 };
+struct RawLogprobs {
+  RawValues values;
+  int64_t rank = 0;
+};
 
 class Backend {
  public:
@@ -144,14 +148,14 @@ class Backend {
                                   double u, SortScratch scratch,
                                   const ParallelFor& parallel) const = 0;
 
-  // Raw modes read the caller's row src of n `dtype` logits (step 2 or an input path checked it:
-  // no NaN or +inf) in place, instead of a snapshot: log_softmax's max and log-sum of its float32
-  // view; then rank_of and top_n over values(x) of that view.
-  virtual RawValues input_log_softmax(const void* src, DType dtype, int64_t n) const = 0;
-  virtual int64_t input_rank_of(const void* src, DType dtype, int64_t n, RawValues values,
-                                TokenId token_id) const = 0;
-  virtual void input_top_n(const void* src, DType dtype, int64_t n, RawValues values, int64_t k,
-                           TokenId* ids, float* out, SortScratch scratch) const = 0;
+  // Step 8 of a raw mode read from the caller's row src of n `dtype` logits in place, instead of
+  // a snapshot (step 2 or an input path checked it: no NaN or +inf): the map of its float32 view
+  // to the mode's values (log_softmax's max and log-sum when `log_softmax`, else the identity),
+  // the number of entries whose value is >= token_id's (its rank, as rank_of), and top_n of the
+  // values: the k largest, descending, equal values in ascending id order, into ids / out.
+  virtual RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
+                                         TokenId token_id, int64_t k, TokenId* ids, float* out,
+                                         SortScratch scratch) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

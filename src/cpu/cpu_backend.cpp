@@ -112,18 +112,10 @@ class CpuBackend final : public Backend {
     return draw_from_caller_row(src, dtype, n, params, u, scratch, parallel);
   }
 
-  RawValues input_log_softmax(const void* src, DType dtype, int64_t n) const override {
-    return log_softmax_of_caller_row(src, dtype, n);
-  }
-
-  int64_t input_rank_of(const void* src, DType dtype, int64_t n, RawValues values,
-                        TokenId token_id) const override {
-    return rank_in_caller_row(src, dtype, n, values, token_id);
-  }
-
-  void input_top_n(const void* src, DType dtype, int64_t n, RawValues values, int64_t k,
-                   TokenId* ids, float* out, SortScratch scratch) const override {
-    top_n_of_caller_row(src, dtype, n, values, k, ids, out, scratch);
+  RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
+                                 TokenId token_id, int64_t k, TokenId* ids, float* out,
+                                 SortScratch scratch) const override {
+    return raw_logprobs_of_caller_row(src, dtype, n, log_softmax, token_id, k, ids, out, scratch);
   }
 
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,

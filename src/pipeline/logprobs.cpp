@@ -1,7 +1,7 @@
 // Step 8 — logprobs (spec §3, §4, §5; vLLM gather_logprobs, gather_specific_token_logprobs).
-// Everything is read from the active mode's values: in raw modes the caller's row through step
-// 1's map (no row is written unless the full matrix is asked: it is computed in the output and
-// read there), in processed modes the working row (log_softmax'ed in place for
+// Everything is read from the active mode's values: in raw modes the caller's row, read in place
+// by step 1's backend call (no row is written unless the full matrix is asked: it is computed in
+// the output and read there), in processed modes the working row (log_softmax'ed in place for
 // processed_logprobs; sampling is done with it).
 // Outputs: the full row (num_logprobs -1); the sampled token, top-N and the sampled token's rank
 // (count of entries >=); and, beside them rather than instead (a deliberate difference from vLLM),
@@ -27,42 +27,22 @@ struct ActiveValues {
                              step.input.dtype, &x, 1);
     return raw(x);
   }
-  int64_t rank_of(TokenId id) const {
-    if (row != nullptr) return step.backend.rank_of(row, step.vocab_size(), id);
-    return step.backend.input_rank_of(step.input_row(), step.input.dtype, step.vocab_size(), raw,
-                                      id);
-  }
-  void top_n(int64_t k, TokenId* ids, float* values) const {
-    if (row != nullptr)
-      return step.backend.top_n(row, step.vocab_size(), k, ids, values, step.scratch.sort());
-    step.backend.input_top_n(step.input_row(), step.input.dtype, step.vocab_size(), raw, k, ids,
-                             values, step.scratch.sort());
-  }
 };
 
-ActiveValues active_values(RowStep& row) {
+// The row step 8 reads when it reads a row: the processed working row (log_softmax'ed in place
+// for processed_logprobs), or the full matrix's output row in raw modes. Copied to the full
+// matrix when asked.
+const float* active_row(RowStep& row) {
   const int64_t vocab = row.vocab_size();
   float* const full = row.plan.num_logprobs == -1 ? row.out.full.data() + row.row * vocab : nullptr;
   if (!row.plan.raw_mode()) {
     if (row.plan.logprob_values()) row.backend.log_softmax(row.logits.data(), vocab);
     if (full != nullptr) std::copy(row.logits.begin(), row.logits.end(), full);
-    return {row, row.logits.data(), {}};
+    return row.logits.data();
   }
-  if (full == nullptr) return {row, nullptr, raw_values(row)};
   row.backend.convert_row(row.input_row(), row.input.dtype, full, vocab);  // checked before
   if (row.plan.logprob_values()) row.backend.log_softmax(full, vocab);
-  return {row, full, {}};
-}
-
-void gather_top_n(RowStep& row, const ActiveValues& active, int64_t rank) {
-  OutputBuffers& out = row.out;
-  const int64_t width = out.top_width;
-  TokenId* ids = out.top_ids.data() + row.row * width;
-  float* values = out.top_logprobs.data() + row.row * width;
-  ids[0] = row.sampled_token;
-  values[0] = active.at(row.sampled_token);
-  active.top_n(width - 1, ids + 1, values + 1);
-  out.top_ranks[row.row] = rank;
+  return full;
 }
 
 void gather_token_ids(RowStep& row, const ActiveValues& active, int64_t rank) {
@@ -91,11 +71,33 @@ void gather_token_ids(RowStep& row, const ActiveValues& active, int64_t rank) {
 
 void gather_logprobs(RowStep& row) {
   if (!row.plan.needs_logprobs()) return;
-  const ActiveValues active = active_values(row);
-  if (row.out.top_width == 0 && row.out.token_width == 0) return;
-  const int64_t rank = active.rank_of(row.sampled_token);
-  if (row.out.top_width) gather_top_n(row, active, rank);
-  if (row.out.token_width) gather_token_ids(row, active, rank);
+  OutputBuffers& out = row.out;
+  const bool reads_row = !row.plan.raw_mode() || row.plan.num_logprobs == -1;
+  ActiveValues active{row, reads_row ? active_row(row) : nullptr, {}};
+  if (out.top_width == 0 && out.token_width == 0) return;
+  // Top-N: the sampled token first, then the k largest.
+  const int64_t k = out.top_width > 0 ? out.top_width - 1 : 0;
+  TokenId* top_ids = out.top_width > 0 ? out.top_ids.data() + row.row * out.top_width : nullptr;
+  float* top_values =
+      out.top_width > 0 ? out.top_logprobs.data() + row.row * out.top_width : nullptr;
+  int64_t rank = 0;
+  if (active.row != nullptr) {
+    rank = row.backend.rank_of(active.row, row.vocab_size(), row.sampled_token);
+    if (k > 0)
+      row.backend.top_n(active.row, row.vocab_size(), k, top_ids + 1, top_values + 1,
+                        row.scratch.sort());
+  } else {
+    const RawLogprobs raw =
+        read_raw_logprobs(row, k, k > 0 ? top_ids + 1 : nullptr, k > 0 ? top_values + 1 : nullptr);
+    active.raw = raw.values;
+    rank = raw.rank;
+  }
+  if (top_ids != nullptr) {
+    top_ids[0] = row.sampled_token;
+    top_values[0] = active.at(row.sampled_token);
+    out.top_ranks[row.row] = rank;
+  }
+  if (out.token_width) gather_token_ids(row, active, rank);
 }
 
 }  // namespace lastmile::detail

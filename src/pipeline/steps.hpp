@@ -5,7 +5,9 @@
 
 namespace lastmile::detail {
 
-RawValues raw_values(const RowStep& row);    // 1  raw modes: the caller's row, never edited
+// 1  raw modes: the caller's row, never edited, read by step 8: the values' map, the sampled
+//    token's rank, and the top k values and ids into ids / values.
+RawLogprobs read_raw_logprobs(RowStep& row, int64_t k, TokenId* ids, float* values);
 bool convert_to_float32(RowStep& row);       // 2  false: NaN / +inf in the row
 void apply_allowed_token_ids(RowStep& row);  // 3
 void apply_bad_words(RowStep& row);          // 4

@@ -39,6 +39,37 @@ float widened(const void* src, DType dtype, int64_t i) {
   return static_cast<const float*>(src)[i];
 }
 
+// The raw-mode pieces over a caller's row: log_softmax's terms, rank_of and top_n of the values.
+RawValues input_log_softmax(const void* src, DType dtype, int64_t n) {
+  float max = kNegInf;
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, widened(src, dtype, i));
+  if (max == kNegInf) return {kNegInf, 0.0f};
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(widened(src, dtype, i) - max);
+  return {max, static_cast<float>(std::log(sum))};
+}
+
+int64_t input_rank_of(const void* src, DType dtype, int64_t n, RawValues values, TokenId token_id) {
+  const float v = values(widened(src, dtype, token_id));
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += values(widened(src, dtype, i)) >= v;
+  return count;
+}
+
+void input_top_n(const void* src, DType dtype, int64_t n, RawValues values, int64_t k, TokenId* ids,
+                 float* out, SortScratch scratch) {
+  auto value = [&](int32_t i) { return values(widened(src, dtype, i)); };
+  int32_t* order = scratch.ids.data();
+  std::iota(order, order + n, 0);
+  std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
+    return value(a) > value(b) || (value(a) == value(b) && a < b);
+  });
+  for (int64_t i = 0; i < k; ++i) {
+    ids[i] = order[i];
+    out[i] = value(order[i]);
+  }
+}
+
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
@@ -173,36 +204,13 @@ class ReferenceBackend final : public Backend {
     return find_nan_or_inf(x, n);
   }
 
-  // The raw-mode kernels: what log_softmax, rank_of and top_n give on a snapshot of the row.
-  RawValues input_log_softmax(const void* src, DType dtype, int64_t n) const override {
-    float max = kNegInf;
-    for (int64_t i = 0; i < n; ++i) max = std::max(max, widened(src, dtype, i));
-    if (max == kNegInf) return {kNegInf, 0.0f};
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(widened(src, dtype, i) - max);
-    return {max, static_cast<float>(std::log(sum))};
-  }
-
-  int64_t input_rank_of(const void* src, DType dtype, int64_t n, RawValues values,
-                        TokenId token_id) const override {
-    const float v = values(widened(src, dtype, token_id));
-    int64_t count = 0;
-    for (int64_t i = 0; i < n; ++i) count += values(widened(src, dtype, i)) >= v;
-    return count;
-  }
-
-  void input_top_n(const void* src, DType dtype, int64_t n, RawValues values, int64_t k,
-                   TokenId* ids, float* out, SortScratch scratch) const override {
-    auto value = [&](int32_t i) { return values(widened(src, dtype, i)); };
-    int32_t* order = scratch.ids.data();
-    std::iota(order, order + n, 0);
-    std::partial_sort(order, order + k, order + n, [&](int32_t a, int32_t b) {
-      return value(a) > value(b) || (value(a) == value(b) && a < b);
-    });
-    for (int64_t i = 0; i < k; ++i) {
-      ids[i] = order[i];
-      out[i] = value(order[i]);
-    }
+  // What log_softmax, rank_of and top_n give on a snapshot of the row.
+  RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
+                                 TokenId token_id, int64_t k, TokenId* ids, float* out,
+                                 SortScratch scratch) const override {
+    const RawValues values = log_softmax ? input_log_softmax(src, dtype, n) : RawValues{};
+    if (k > 0) input_top_n(src, dtype, n, values, k, ids, out, scratch);
+    return {values, input_rank_of(src, dtype, n, values, token_id)};
   }
 
   int64_t rank_of(const float* x, int64_t n, TokenId token_id) const override {

@@ -470,7 +470,7 @@ TEST_P(BackendKernels, TopNIsDescendingWithTiesInIdOrder) {
 // Raw modes rank and order by the mapped values, not by the logits: (x - max) - log_sum rounds
 // 32 neighbouring logits near -0.2 (one float step apart, larger ids larger) to one value, so the
 // second to fifth largest values are the lowest ids of that group, not the largest logits, and
-// the group's members share one rank. The identity map (raw_logits) orders by logit.
+// the group's members share one rank. raw_logits (the identity) orders by logit.
 TEST_P(BackendKernels, RawValuesRankAndOrderByValueThenId) {
   if (n() < 64) GTEST_SKIP() << "needs 60 tokens";
   std::vector<float> x(static_cast<size_t>(n()), -30.0f);
@@ -479,28 +479,29 @@ TEST_P(BackendKernels, RawValuesRankAndOrderByValueThenId) {
   for (size_t i = 1; i < 60; ++i, v = std::nextafter(v, 0.0f)) x[i] = v;
   double sum = 0;
   for (float e : x) sum += std::exp(static_cast<double>(e));
-  const lastmile::detail::RawValues log_softmax{0.0f, static_cast<float>(std::log(sum))};
-  for (const auto& map : {log_softmax, lastmile::detail::RawValues{}}) {
-    std::vector<float> values(x.size());
-    for (size_t i = 0; i < x.size(); ++i) values[i] = (x[i] - map.max) - map.log_sum;
-    const std::vector<int32_t> order = descending_order(values);
+  for (const bool log_softmax : {true, false}) {
     const int64_t k = 5;
-    std::vector<TokenId> ids(k, -1);
-    std::vector<float> out(k, 0.0f);
-    backend().input_top_n(x.data(), lastmile::DType::f32, n(), map, k, ids.data(), out.data(),
-                          scratch());
-    for (int64_t r = 0; r < k; ++r) {
-      EXPECT_EQ(ids[r], order[r]) << "log_sum " << map.log_sum << " rank " << r;
-      EXPECT_EQ(out[r], values[order[r]]);
-    }
-    for (TokenId t : {1, 30, 59}) {
-      const auto expected =
-          std::count_if(values.begin(), values.end(), [&](float e) { return e >= values[t]; });
-      EXPECT_EQ(backend().input_rank_of(x.data(), lastmile::DType::f32, n(), map, t), expected)
-          << "log_sum " << map.log_sum << " token " << t;
+    for (TokenId t : {1, 30, 59, static_cast<TokenId>(n() - 1)}) {
+      std::vector<TokenId> ids(k, -1);
+      std::vector<float> out(k, 0.0f);
+      const lastmile::detail::RawLogprobs raw =
+          backend().input_raw_logprobs(x.data(), lastmile::DType::f32, n(), log_softmax, t, k,
+                                       ids.data(), out.data(), scratch());
+      EXPECT_EQ(raw.values.max, 0.0f);
+      EXPECT_NEAR(raw.values.log_sum, log_softmax ? std::log(sum) : 0.0, 1e-6);
+      std::vector<float> values(x.size());
+      for (size_t i = 0; i < x.size(); ++i) values[i] = raw.values(x[i]);
+      const std::vector<int32_t> order = descending_order(values);
+      EXPECT_EQ(order[1] == 59, !log_softmax);  // rounding merged the top of the group
+      for (int64_t r = 0; r < k; ++r) {
+        EXPECT_EQ(ids[r], order[r]) << "log_softmax " << log_softmax << " rank " << r;
+        EXPECT_EQ(out[r], values[order[r]]);
+      }
+      EXPECT_EQ(raw.rank, std::count_if(values.begin(), values.end(),
+                                        [&](float e) { return e >= values[t]; }))
+          << "log_softmax " << log_softmax << " token " << t;
     }
   }
-  EXPECT_EQ(descending_order(x)[1], 59);  // the logits alone would rank the last id second
 }
 
 INSTANTIATE_TEST_SUITE_P(AwkwardSizes, BackendKernels,
