@@ -100,6 +100,11 @@ class Backend {
   virtual int64_t convert_row_divided(const void* src, DType dtype, float* dst, int64_t n,
                                       float t) const = 0;
 
+  // convert_row, then apply_repetition_dense(dst, n, seen, repetition_penalty), in one pass: the
+  // first index of dst holding NaN or +inf (from the input or from the penalty), or -1.
+  virtual int64_t convert_row_repeated(const void* src, DType dtype, float* dst, int64_t n,
+                                       const uint64_t* seen, float repetition_penalty) const = 0;
+
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
   // row_argmax of a caller's unchecked float32 row, in one read: *first_bad gets the first

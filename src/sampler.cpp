@@ -89,7 +89,8 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                /*greedy_token=*/0,
                /*sampled_token=*/0,
                RowFailure{},
-               /*divided_by_temperature=*/false};
+               /*divided_by_temperature=*/false,
+               /*repetition_applied=*/false};
   run_pipeline(step);
   failures_[row] = step.failure;
 }

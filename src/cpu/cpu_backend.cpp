@@ -46,6 +46,12 @@ class CpuBackend final : public Backend {
     return cpu::load_row(src, dtype, dst, static_cast<size_t>(n), t);
   }
 
+  int64_t convert_row_repeated(const void* src, DType dtype, float* dst, int64_t n,
+                               const uint64_t* seen, float repetition_penalty) const override {
+    return cpu::load_row_repeated(src, dtype, dst, static_cast<size_t>(n), seen,
+                                  repetition_penalty);
+  }
+
   TokenId row_argmax(const float* x, int64_t n) const override {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
   }

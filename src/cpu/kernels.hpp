@@ -26,6 +26,9 @@ const char* dispatch_target_name();
 // dst = the float32 row of an fp32 / bf16 / fp16 src (exact), divided by t unless t is 1 (IEEE
 // division); returns the first index of dst holding NaN or +inf, or -1.
 int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t);
+// load_row (t = 1) and apply_repetition_dense (below) in one pass; the first NaN / +inf, or -1.
+int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, const uint64_t* seen,
+                          float r);
 // Entries near a row's max, listed by block_softmax_stats on the way (ids null: none listed).
 struct NearMax {
   float below_max = 0;  // list entries >= max + below_max (below_max <= 0)

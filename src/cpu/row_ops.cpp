@@ -198,6 +198,60 @@ int64_t load_row(const void* HWY_RESTRICT src, DType dtype, float* HWY_RESTRICT 
   return with_source(src, dtype, [&](auto source) { return convert(source, dst, n, t); });
 }
 
+// load_row, with the repetition factor of apply_repetition_dense applied where bit i of seen is
+// set, in the same pass (64 entries per bitmap word; vectors of 8 or more lanes read their mask
+// from the bitmap's bytes). The first index of dst holding NaN or +inf, or -1.
+template <class Source>
+int64_t load_repeated_pass(Source src, float* HWY_RESTRICT dst, size_t n,
+                           const uint64_t* HWY_RESTRICT seen, float r) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vinverse = hn::Set(d, 1.0f / r), vr = hn::Set(d, r), zero = hn::Zero(d);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(seen);
+  BadLanes bad(d);
+  size_t i = 0;
+  if (lanes >= 8 && 64 % lanes == 0) {
+    for (; i + 64 <= n; i += 64) {
+      if (seen[i / 64] == 0) {  // no token of these 64 seen: convert only
+        for (size_t j = i; j < i + 64; j += lanes) {
+          const auto v = src.Whole(d, j);
+          bad.Check(d, v);
+          hn::StoreU(v, d, dst + j);
+        }
+        continue;
+      }
+      for (size_t j = i; j < i + 64; j += lanes) {
+        const auto v = src.Whole(d, j);
+        const auto scaled = hn::Mul(v, hn::IfThenElse(hn::Gt(v, zero), vinverse, vr));
+        const auto out = hn::IfThenElse(hn::LoadMaskBits(d, bytes + j / 8), scaled, v);
+        bad.Check(d, out);
+        hn::StoreU(out, d, dst + j);
+      }
+    }
+  }
+  const size_t tail = i;  // the rest converted, then scaled entry by entry
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = src.Whole(d, i);
+    bad.Check(d, v);
+    hn::StoreU(v, d, dst + i);
+  }
+  if (i < n) {
+    const auto v = src.Tail(d, i, n - i);  // padded with zeros: never flagged
+    bad.Check(d, v);
+    StoreTail(d, v, dst + i, n - i);
+  }
+  const float inverse = 1.0f / r;
+  for (size_t j = tail; j < n; ++j)
+    if (seen[j / 64] >> (j % 64) & 1) dst[j] *= dst[j] > 0 ? inverse : r;
+  return first_bad(dst, !bad.Any(d) ? tail : 0, n);  // a scaled tail entry may be +inf
+}
+
+int64_t load_row_repeated(const void* HWY_RESTRICT src, DType dtype, float* HWY_RESTRICT dst,
+                          size_t n, const uint64_t* HWY_RESTRICT seen, float r) {
+  return with_source(src, dtype,
+                     [&](auto source) { return load_repeated_pass(source, dst, n, seen, r); });
+}
+
 // One pass: each lane keeps its largest value and the first index holding it (strict >), then
 // the lanes agree on the largest value and, among lanes holding it, the lowest index. With
 // kCheck, also flags NaN / +inf; *first_bad gets the first such index (then the result is 0).
@@ -655,6 +709,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace lastmile::cpu {
 HWY_EXPORT(load_row);
+HWY_EXPORT(load_row_repeated);
 HWY_EXPORT(block_softmax_stats);
 HWY_EXPORT(compress_source);
 HWY_EXPORT(row_argmax);
@@ -676,6 +731,10 @@ HWY_EXPORT(mask_probability_below);
 
 int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t) {
   return HWY_DYNAMIC_DISPATCH(load_row)(src, dtype, dst, n, t);
+}
+int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, const uint64_t* seen,
+                          float r) {
+  return HWY_DYNAMIC_DISPATCH(load_row_repeated)(src, dtype, dst, n, seen, r);
 }
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near) {

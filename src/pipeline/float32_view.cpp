@@ -3,6 +3,9 @@
 // is ours. A NaN or +inf is recorded and the row stops here; the sampler reports it by row.
 // A random row that steps 3-6 leave alone is divided by its temperature (step 7b) in the same
 // pass: the same bits, one read of the row (raw modes read the caller's row, not this one).
+// A row whose RequestBatch keeps its seen tokens' bitmap gets step 6's repetition factor in the
+// same pass too, when nothing in steps 3-5 could change what it scales: their masks to -inf
+// commute with it (-inf stays -inf); a logit bias or a custom processor would not.
 #include "pipeline/steps.hpp"
 
 namespace lastmile::detail {
@@ -12,9 +15,23 @@ bool temperature_folds_into_conversion(const RowStep& row) {
   return !row.sampling.greedy && row.sampling.temperature != 1.0f && !row.edited_before_sampling();
 }
 
+bool repetition_folds_into_conversion(const RowStep& row) {
+  const RequestParams& p = row.params();
+  return row.has_kept_counts && row.plan.any_penalties && p.repetition_penalty != 1.0f &&
+         p.logit_bias.empty() && row.plan.processors.empty();
+}
+
 }  // namespace
 
 bool convert_to_float32(RowStep& row) {
+  if (repetition_folds_into_conversion(row)) {
+    row.repetition_applied =
+        row.backend.convert_row_repeated(row.input_row(), row.input.dtype, row.logits.data(),
+                                         row.vocab_size(), row.kept_seen.data(),
+                                         row.params().repetition_penalty) < 0;
+    if (row.repetition_applied) return true;
+    // NaN / +inf: in the input, or made by the penalty? The steps apart tell, as they report.
+  }
   if (temperature_folds_into_conversion(row)) {
     row.divided_by_temperature =
         row.backend.convert_row_divided(row.input_row(), row.input.dtype, row.logits.data(),

@@ -5,7 +5,8 @@
 // Seen tokens are a bitmap: kept by a RequestBatch (updated per new token), or built here in
 // O(H) in the worker's scratch and cleared again. Repetition is one dense SIMD pass over the
 // bitmap when the history is long, else a sparse walk; frequency and presence touch the distinct
-// history tokens, counted with a token index over the history alone. Rows with neutral penalties
+// history tokens, counted with a token index over the history alone. A kept bitmap's repetition
+// may already be applied by step 2, while converting the row. Rows with neutral penalties
 // are exact identities and skipped; the step is skipped when no row has penalties (vLLM's
 // no_penalties).
 #include <algorithm>
@@ -84,7 +85,7 @@ void apply_penalties(RowStep& row) {
   const RequestParams& p = row.params();
   if (p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f)
     return;
-  if (p.repetition_penalty != 1.0f) {
+  if (p.repetition_penalty != 1.0f && !row.repetition_applied) {
     if (row.has_kept_counts)
       row.record_bad_value(
           row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),

@@ -97,6 +97,8 @@ struct RowStep {
   RowFailure failure;
   // Step 2 divided the row by its temperature while converting it (step 7b then skips).
   bool divided_by_temperature = false;
+  // Step 2 applied step 6's repetition factor while converting the row (step 6 then skips it).
+  bool repetition_applied = false;
   bool failed() const { return failure.token_id >= 0; }
   // Records a NaN / +inf at `token_id` (>= 0) made by `made_by`; false when token_id < 0.
   bool record_bad_value(int64_t token_id, const char* made_by) {

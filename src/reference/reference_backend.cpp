@@ -81,6 +81,12 @@ class ReferenceBackend final : public Backend {
     return divide(dst, n, t);  // NaN / t and +inf / t stay NaN and +inf: divide sees them too
   }
 
+  int64_t convert_row_repeated(const void* src, DType dtype, float* dst, int64_t n,
+                               const uint64_t* seen, float repetition_penalty) const override {
+    convert_row(src, dtype, dst, n);
+    return apply_repetition_dense(dst, n, seen, repetition_penalty);  // finds the input's too
+  }
+
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
     int64_t bad = -1;
     for (int64_t i = 0; i < n; ++i) {

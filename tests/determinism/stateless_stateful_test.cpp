@@ -69,7 +69,9 @@ std::vector<Tracked> make_requests() {
     r.params = random_params(4, 1.0f);
     r.params.allowed_token_ids = std::vector<TokenId>{0, 10, 20, 30, 40, 50, 60, 70};
     r.params.frequency_penalty = 1.0f;
+    r.params.repetition_penalty = 2.0f;  // folded into the conversion on the stateful side
     r.params.top_p = 0.8f;
+    r.prompt = {10, 20, 30};
   }
   return requests;
 }

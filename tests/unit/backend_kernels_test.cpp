@@ -227,6 +227,51 @@ TEST_P(BackendKernels, ConvertRowDividedFindsInputAndOverflowedValues) {
             0);
 }
 
+// Bit-exact, every dtype: the fused pass is convert_row then the repetition factor where the
+// bitmap is set (the oracle's scalar loop), on bitmaps with empty words, full words and mixed.
+TEST_P(BackendKernels, ConvertRowRepeatedIsConvertThenRepetition) {
+  std::mt19937_64 rng(10);
+  std::vector<uint16_t> halves(static_cast<size_t>(n()));
+  for (uint16_t& b : halves) b = static_cast<uint16_t>(rng() & 0xbfffu);  // finite, both signs
+  const std::vector<float> wide = logits(11);
+  std::vector<uint64_t> seen(lastmile::detail::seen_words(n()));
+  for (size_t w = 0; w < seen.size(); ++w) seen[w] = w % 3 == 0 ? 0 : w % 3 == 1 ? ~0ull : rng();
+  for (const float r : {1.3f, 0.7f}) {
+    for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
+      const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(wide.data())
+                                                      : static_cast<const void*>(halves.data());
+      std::vector<float> fused(wide.size()), apart(wide.size());
+      EXPECT_EQ(backend().convert_row_repeated(src, dtype, fused.data(), n(), seen.data(), r), -1);
+      lastmile::detail::reference_backend().convert_row(src, dtype, apart.data(), n());
+      for (int64_t i = 0; i < n(); ++i)
+        if (seen[i / 64] >> (i % 64) & 1) apart[i] *= apart[i] > 0 ? 1.0f / r : r;
+      ASSERT_EQ(fused, apart) << "r " << r;
+    }
+  }
+}
+
+TEST_P(BackendKernels, ConvertRowRepeatedFindsInputAndOverflowedValues) {
+  std::vector<float> x = logits(12);
+  std::vector<float> out(x.size());
+  std::vector<uint64_t> seen(lastmile::detail::seen_words(n()), ~0ull);
+  for (const int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
+    std::vector<float> y = x;
+    y[static_cast<size_t>(at)] = 3e38f;  // finite, +inf once scaled by 1 / 0.5
+    EXPECT_EQ(backend().convert_row_repeated(y.data(), lastmile::DType::f32, out.data(), n(),
+                                             seen.data(), 0.5f),
+              at);
+    y[static_cast<size_t>(at)] = std::nanf("");
+    EXPECT_EQ(backend().convert_row_repeated(y.data(), lastmile::DType::f32, out.data(), n(),
+                                             seen.data(), 1.5f),
+              at);
+  }
+  std::fill(seen.begin(), seen.end(), 0);  // nothing seen: the overflow never happens
+  x[static_cast<size_t>(n() - 1)] = 3e38f;
+  EXPECT_EQ(backend().convert_row_repeated(x.data(), lastmile::DType::f32, out.data(), n(),
+                                           seen.data(), 0.5f),
+            -1);
+}
+
 TEST_P(BackendKernels, MinPKeepsTokensWithRatioAtLeastMinP) {
   std::vector<float> x = logits(5);
   const float max = *std::max_element(x.begin(), x.end());

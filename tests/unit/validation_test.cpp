@@ -414,6 +414,26 @@ TEST_P(Overflow, RepetitionPenaltyBelowOneIsReported) {
                   GetParam(), history);
 }
 
+// A RequestBatch applies repetition while converting the row (its bitmap is kept): the overflow
+// is still named, and the input's NaN still comes first, as when the steps run apart.
+TEST_P(Overflow, RepetitionPenaltyBelowOneIsReportedByARequestBatch) {
+  SamplerConfig config = make_config(40, 1);
+  config.backend = GetParam();
+  RequestParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 0.5f;
+  std::vector<float> logits(40, 1.0f);
+  logits[33] = 3e38f;
+  const std::vector<TokenId> prompt = {33};
+  lastmile::RequestBatch requests(config);
+  requests.add("a", p, prompt);
+  expect_invalid([&] { requests.step(LogitsView::f32(logits.data(), 1, 40)); },
+                 "request 0: repetition_penalty made the logits +inf at token_id 33");
+  logits[35] = std::nanf("");
+  expect_invalid([&] { requests.step(LogitsView::f32(logits.data(), 1, 40)); },
+                 "row 0: logits contain NaN at token_id 35", ErrorCode::invalid_logits);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Overflow,
                          ::testing::Values(lastmile::BackendKind::cpu,
                                            lastmile::BackendKind::reference));
