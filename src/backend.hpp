@@ -71,9 +71,10 @@ struct ParallelFor {
 inline constexpr TokenId kNoInputDraw = -1;
 
 // A raw mode's active values (spec §3.1) as a map of the caller's float32 view x, which no step
-// edits: log_softmax's (x - max) - log_sum, the float32 arithmetic of Backend::log_softmax, or x
-// itself for raw_logits (max = log_sum = 0: x - 0 - 0 is x, -0 included). An all -inf row (max
-// -inf) keeps x, as log_softmax leaves it. Monotone: a larger x never has a smaller value.
+// edits: log_softmax's (x - max) - log_sum, the float32 arithmetic of Backend::log_softmax (the
+// log-sum as the backend's input_raw_logprobs computes it), or x itself for raw_logits (max =
+// log_sum = 0: x - 0 - 0 is x, -0 included). An all -inf row (max -inf) keeps x, as log_softmax
+// leaves it. Monotone: a larger x never has a smaller value.
 struct RawValues {
   float max = 0.0f;
   float log_sum = 0.0f;

@@ -41,7 +41,10 @@ const float* active_row(RowStep& row) {
     return row.logits.data();
   }
   row.backend.convert_row(row.input_row(), row.input.dtype, full, vocab);  // checked before
-  if (row.plan.logprob_values()) row.backend.log_softmax(full, vocab);
+  if (row.plan.logprob_values()) {  // the raw map, as every other raw read: the same log-sum
+    const RawValues values = read_raw_logprobs(row, 0, nullptr, nullptr).values;
+    for (int64_t i = 0; i < vocab; ++i) full[i] = values(full[i]);
+  }
   return full;
 }
 

@@ -131,6 +131,32 @@ TEST(Logprobs, MinusOneGivesTheFullMatrix) {
   expect_near_row(out.full_logprobs.subspan(4, 4), log_softmax_double(row1), kTolerance);
 }
 
+// A raw_logprobs row reads one map of the caller's row whatever is asked: the full matrix holds
+// the very values (and so the ranks) that top-N reports, on a long row where two log-sums could
+// differ in the last bit. Both backends.
+TEST(Logprobs, RawFullMatrixHoldsTheTopNValues) {
+  const int64_t vocab = 100000;
+  const std::vector<float> logits = lcg_logits(static_cast<size_t>(vocab), 21, -8.0f, 8.0f);
+  for (const auto backend : {lastmile::BackendKind::cpu, lastmile::BackendKind::reference}) {
+    SamplerConfig config = make_config(vocab, 1);
+    config.backend = backend;
+    Sampler full_sampler(config), top_sampler(config);
+    const LogitsView view = LogitsView::f32(logits.data(), 1, vocab);
+    const SamplerOutput& full =
+        full_sampler.sample(view, make_batch({row_with(greedy_params())}, -1));
+    const SamplerOutput& top = top_sampler.sample(view, make_batch({row_with(greedy_params())}, 8));
+    ASSERT_EQ(top.logprobs.width, 9);
+    for (int64_t i = 0; i < 9; ++i) {
+      const TokenId id = top.logprobs.token_ids[i];
+      EXPECT_EQ(top.logprobs.logprobs[i], full.full_logprobs[id]) << "entry " << i;
+    }
+    const float sampled = full.full_logprobs[top.sampled_token_ids[0]];
+    EXPECT_EQ(top.logprobs.ranks[0],
+              std::count_if(full.full_logprobs.begin(), full.full_logprobs.end(),
+                            [&](float v) { return v >= sampled; }));
+  }
+}
+
 TEST(Logprobs, BatchWidthIsTheLargestRequestedCount) {
   Row a = row_with(greedy_params());
   a.params.logprobs = 2;
