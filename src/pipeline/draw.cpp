@@ -1,12 +1,13 @@
 // Step 7e/f — the seeded draw and the greedy/random merge (spec §9.5, §8.1; DESIGN "Randomness").
 // One uniform per (request seed, step) from Philox-4x32-10 picks a token by inverse CDF over the
 // processed row, so a row's token never depends on its batch position, its companions or threads.
-// Greedy rows keep their argmax (vLLM draws for them too and discards the draw). A random row that
-// steps 3-6 leave alone and whose working row no logprob reads may be drawn straight from the
-// caller's row: the backend's draw_from_input, steps 2 and 7b-e without a working row. Whether a
-// batch reads processed logprobs is batch-wide, so the same row may come to step 7 with them: it
-// is then drawn by the same draw_from_input over its divided working row, before step 7c-d mask
-// it for the logprobs.
+// Greedy rows keep their argmax (vLLM draws for them too and discards the draw). Every random row
+// without custom processors (which edit the row at 7c) is drawn by the backend's draw_from_input,
+// steps 7b-e in passes that write no row: over the caller's row when steps 3-6 leave it alone
+// (steps 2-7 in one read or two), else over the working row after step 6. Whether a batch reads
+// processed logprobs is batch-wide, so the same row may come to step 7 with them: it is then
+// drawn by the same draw_from_input over its divided working row, before step 7c-d mask it for
+// the logprobs. Only when draw_from_input declines does the row draw after steps 7b-d.
 // A row's token never depends on whether its companions ask for logprobs: the backend's input
 // draw and its steps agree only up to rounding.
 #include "pipeline/steps.hpp"
@@ -49,8 +50,15 @@ bool draw_token_from_input(RowStep& row) {
   return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature);
 }
 
+bool draw_token_from_working_row(RowStep& row) {
+  if (row.sampling.greedy || row.logprobs_read_working_row() || !row.edited_before_sampling() ||
+      !row.plan.processors.empty())
+    return false;
+  return draw_from(row, row.logits.data(), DType::f32, row.sampling.temperature);
+}
+
 bool draw_token_as_from_input(RowStep& row) {
-  if (row.sampling.greedy || !row.logprobs_read_working_row() || row.edited_before_sampling())
+  if (row.sampling.greedy || !row.logprobs_read_working_row() || !row.plan.processors.empty())
     return false;
   return draw_from(row, row.logits.data(), DType::f32, 1.0f);
 }

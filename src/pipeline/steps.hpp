@@ -30,7 +30,10 @@ void draw_token(RowStep& row);
 // Steps 2-7 from the caller's row for an unedited random row whose working row no logprob reads;
 // false: run them.
 bool draw_token_from_input(RowStep& row);
-// The same draw for such a row when the batch reads logprobs: over the divided working row, before
+// Steps 7b-e over the working row after step 6, for an edited random row whose working row no
+// logprob reads and no custom processor edits; false: run them.
+bool draw_token_from_working_row(RowStep& row);
+// The same draw when the batch reads processed logprobs: over the divided working row, before
 // min_p and top-k / top-p mask it; false: draw_token draws after them.
 bool draw_token_as_from_input(RowStep& row);
 

@@ -260,30 +260,43 @@ TEST(BatchInvarianceLogprobCompanion, ACompanionAskingForLogprobsChangesNoToken)
   std::vector<float> peaked = lcg_logits(static_cast<size_t>(vocab), 5, -5.0f, 5.0f);
   for (size_t i = 0; i < peaked.size(); i += 211) peaked[i] += 8.0f;
   const std::vector<float> flat = lcg_logits(static_cast<size_t>(vocab), 6, -2.0f, 2.0f);
-  for (int kind = 0; kind < 5; ++kind) {
+  std::vector<TokenId> history;  // the peaked tokens and others: penalties reorder the head
+  for (TokenId t = 0; t < vocab; t += 211 * 3) history.push_back(t);
+  for (TokenId t = 5; t < vocab; t += 97) history.push_back(t);
+  // Kinds 5-7: the same shapes with penalties (rows edited before sampling: drawn over the
+  // working row). Processed logprobs send a companion's batch through steps 7b-d.
+  for (int kind = 0; kind < 8; ++kind) {
     RequestParams p = random_params(300 + static_cast<uint64_t>(kind), 0.8f);
-    if (kind == 1) p.min_p = 0.05f;
-    if (kind == 2) p.top_k = 40, p.top_p = 0.9f;
-    if (kind >= 3) p.top_p = 0.9f;
+    if (kind % 5 == 1) p.min_p = 0.05f;
+    if (kind % 5 == 2) p.top_k = 40, p.top_p = 0.9f;
+    if (kind == 3 || kind == 4) p.top_p = 0.9f;
+    if (kind >= 5) p.repetition_penalty = 1.3f, p.frequency_penalty = 0.5f;
     const std::vector<float>& row = kind == 4 ? flat : peaked;
-    auto tokens = [&](bool companion_logprobs) {
-      Sampler sampler(make_config(vocab, 2, LogprobsMode::raw_logprobs, 1));
-      std::vector<float> logits = row;
-      logits.insert(logits.end(), row.begin(), row.end());
-      Batch batch;
-      batch.requests.emplace_back().params = p;
-      RequestParams companion = random_params(9, 1.0f);
-      if (companion_logprobs) companion.logprobs = 3;
-      batch.requests.emplace_back().params = companion;
-      std::vector<TokenId> drawn;
-      for (uint64_t step = 0; step < 600; ++step) {
-        batch.requests[0].step = step;
-        drawn.push_back(
-            sampler.sample(LogitsView::f32(logits.data(), 2, vocab), batch).sampled_token_ids[0]);
-      }
-      return drawn;
-    };
-    EXPECT_EQ(tokens(true), tokens(false)) << "kind " << kind;
+    for (const auto mode : {LogprobsMode::raw_logprobs, LogprobsMode::processed_logprobs}) {
+      auto tokens = [&](bool companion_logprobs) {
+        Sampler sampler(make_config(vocab, 2, mode, 1));
+        std::vector<float> logits = row;
+        logits.insert(logits.end(), row.begin(), row.end());
+        Batch batch;
+        batch.requests.emplace_back().params = p;
+        if (kind >= 5) {
+          batch.requests[0].prompt_token_ids = history;
+          batch.requests[0].output_token_ids = std::span<const TokenId>(history).first(20);
+        }
+        RequestParams companion = random_params(9, 1.0f);
+        if (companion_logprobs) companion.logprobs = 3;
+        batch.requests.emplace_back().params = companion;
+        std::vector<TokenId> drawn;
+        for (uint64_t step = 0; step < 600; ++step) {
+          batch.requests[0].step = step;
+          drawn.push_back(
+              sampler.sample(LogitsView::f32(logits.data(), 2, vocab), batch).sampled_token_ids[0]);
+        }
+        return drawn;
+      };
+      EXPECT_EQ(tokens(true), tokens(false))
+          << "kind " << kind << " mode " << static_cast<int>(mode);
+    }
   }
 }
 
