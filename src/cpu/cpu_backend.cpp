@@ -211,7 +211,7 @@ class CpuBackend final : public Backend {
   // Spec §9.3 without a sort. Probabilities q use the vector exp, so a token within float
   // rounding of the cut may differ from the oracle (as vLLM's own kernels). The ascending
   // cumulative sum crosses 1 - p inside a band [lo, hi) of probabilities guessed from samples
-  // (guess_band) and checked with one pass that sums every q < lo and lists the band; the band
+  // (BandGuess) and checked with one pass that sums every q < lo and lists the band; the band
   // (a few thousand tokens, not the row) is histogrammed by the float bits of q, 64 buckets an
   // octave; buckets below the crossing one are masked, buckets above kept, and only the crossing
   // bucket's tokens are sorted and walked with the oracle's rule. When the band reaches the top
@@ -236,9 +236,9 @@ class CpuBackend final : public Backend {
     float lo = 0, hi = 2;  // hi above every probability: the band reaches the top
     double below = 0;
     size_t band = 0;
+    const BandGuess guess(size, cut, [&](size_t i) { return w[i] * inv_sum; });
     for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
-      guess_band(
-          size, cut, margin, [&](size_t i) { return w[i] * inv_sum; }, &lo, &hi);
+      guess.band(margin, &lo, &hi);
       band = cpu::probability_band(w, size, inv_sum, lo, hi, ids, &below);
       if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
       double band_mass = 0;

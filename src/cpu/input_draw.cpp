@@ -275,8 +275,9 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   float lo = 0, hi = 2;
   double below = 0;
   size_t band = kNotListed;
+  const BandGuess guess(size, cut, sample_q);
   for (const size_t margin : {size_t{8}, size_t{32}}) {
-    guess_band(size, cut, margin, sample_q, &lo, &hi);
+    guess.band(margin, &lo, &hi);
     if (hi <= 1.0f || lo <= 0.0f) return kNoInputDraw;  // the band is not a short list to the top
     const float from = row.max + std::log(lo / inv_sum) - kLogitMargin;
     const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);

@@ -1,6 +1,8 @@
 // lastmile — the CPU backend's selection pieces (selection.hpp).
 #include "cpu/selection.hpp"
 
+#include <utility>
+
 namespace lastmile::detail::cpu_selection {
 
 size_t keep_at_least(SortScratch scratch, size_t candidates, float kth) {
@@ -34,6 +36,23 @@ size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch) {
     masked = i + 1;
   }
   return masked;
+}
+
+void sort_samples(float* values, size_t n) {
+  constexpr size_t kMax = 512, kBits = 8, kBuckets = size_t{1} << kBits;
+  uint32_t keys[kMax], other[kMax];
+  for (size_t i = 0; i < n; ++i) keys[i] = orderable(values[i]);
+  uint32_t* from = keys;
+  uint32_t* to = other;
+  for (unsigned shift = 0; shift < 32; shift += kBits) {  // least significant digit first
+    uint32_t start[kBuckets] = {};
+    for (size_t i = 0; i < n; ++i) ++start[(from[i] >> shift) & (kBuckets - 1)];
+    uint32_t sum = 0;
+    for (uint32_t& s : start) sum += std::exchange(s, sum);
+    for (size_t i = 0; i < n; ++i) to[start[(from[i] >> shift) & (kBuckets - 1)]++] = from[i];
+    std::swap(from, to);
+  }
+  for (size_t i = 0; i < n; ++i) values[i] = from_orderable(from[i]);
 }
 
 // Between -inf (masked unless threshold is 0) and max (kept when threshold <= inv_sum).

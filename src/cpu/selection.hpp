@@ -117,30 +117,44 @@ TokenId draw_over_list(size_t listed, const int32_t* ids, double u, ValueAt valu
   return last_kept;
 }
 
+// Sorts n <= 512 floats ascending (no NaN; -0 and +0 come out as +0) by their orderable keys: a
+// radix sort, 4 passes of 8 bits. std::sort on 512 random floats mispredicts most comparisons.
+void sort_samples(float* values, size_t n);
+
 // Where top-p's ascending cumulative probability should cross cut: m evenly spaced samples of the
-// probabilities (q_at(i) for i < n), sorted; each stands for n / m tokens, so their running sum
-// estimates the cumulative mass. The band [lo, hi) reaches `margin` samples either side of where
+// probabilities (q_at(i) for i < n), sorted once; each stands for n / m tokens, so their running
+// sum estimates the cumulative mass. band(margin) reaches `margin` samples either side of where
 // the estimate passes the cut; margin 0, or a short row, gives every probability (0, 2).
-template <class QAt>
-void guess_band(size_t n, float cut, size_t margin, QAt q_at, float* lo, float* hi) {
-  constexpr size_t kSamples = 512;
-  *lo = 0.0f;
-  *hi = 2.0f;
-  if (margin == 0 || n < 8 * kSamples) return;
-  float samples[kSamples];
-  const size_t stride = n / kSamples;
-  for (size_t j = 0; j < kSamples; ++j) samples[j] = q_at(j * stride);
-  std::sort(samples, samples + kSamples);
-  const double weight = static_cast<double>(n) / kSamples;
-  double estimate = 0;
-  size_t j = 0;
-  for (; j < kSamples; ++j) {
-    estimate += samples[j] * weight;
-    if (estimate > cut) break;
+class BandGuess {
+ public:
+  template <class QAt>
+  BandGuess(size_t n, float cut, QAt q_at) {
+    if (n < 8 * kSamples) return;
+    const size_t stride = n / kSamples;
+    for (size_t j = 0; j < kSamples; ++j) samples_[j] = q_at(j * stride);
+    sort_samples(samples_, kSamples);
+    const double weight = static_cast<double>(n) / kSamples;
+    double estimate = 0;
+    for (crossing_ = 0; crossing_ < kSamples; ++crossing_) {
+      estimate += samples_[crossing_] * weight;
+      if (estimate > cut) break;
+    }
+    sampled_ = true;
   }
-  if (j >= margin) *lo = samples[j - margin];
-  if (j + margin < kSamples) *hi = samples[j + margin];
-}
+  void band(size_t margin, float* lo, float* hi) const {
+    *lo = 0.0f;
+    *hi = 2.0f;
+    if (margin == 0 || !sampled_) return;
+    if (crossing_ >= margin) *lo = samples_[crossing_ - margin];
+    if (crossing_ + margin < kSamples) *hi = samples_[crossing_ + margin];
+  }
+
+ private:
+  static constexpr size_t kSamples = 512;
+  float samples_[kSamples];
+  size_t crossing_ = 0;
+  bool sampled_ = false;
+};
 
 // Spec §9.3 decided on a band: ids[0, count) in id order with probabilities q_at(i) and logits
 // value_at(i), every probability below the band (those < lo) adding up to `below` and masked by

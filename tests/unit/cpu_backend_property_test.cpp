@@ -11,6 +11,7 @@
 #include <set>
 
 #include "backend.hpp"
+#include "cpu/selection.hpp"
 #include "unit/test_util.hpp"
 
 namespace lastmile_test {
@@ -275,6 +276,41 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
   }
   EXPECT_GT(drawn, 500);
   EXPECT_GT(drawn_top_p_alone, 10);
+}
+
+// Top-p's band guess sorts its 512 samples by radix: the order of std::sort, for probabilities and
+// for any NaN-free floats (negatives, -inf, denormals, repeats; -0 and +0 compare equal).
+TEST(CpuSelection, SortSamplesIsAnAscendingSort) {
+  std::mt19937_64 rng(18);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t n = 1 + rng() % 512;
+    std::vector<float> v(n);
+    for (float& x : v) {
+      switch (rng() % 6) {
+        case 0:
+          x = std::bit_cast<float>(static_cast<uint32_t>(rng()) & 0x7f7fffffu);  // any positive
+          break;
+        case 1:
+          x = -std::bit_cast<float>(static_cast<uint32_t>(rng()) & 0x7f7fffffu);
+          break;
+        case 2:
+          x = std::uniform_real_distribution<float>(0.0f, 1e-3f)(rng);  // probabilities
+          break;
+        case 3:
+          x = trial % 2 ? 0.0f : -0.0f;
+          break;
+        case 4:
+          x = -kInf;
+          break;
+        default:
+          x = std::bit_cast<float>(static_cast<uint32_t>(rng() % 64));  // denormals
+      }
+    }
+    std::vector<float> expected = v;
+    std::sort(expected.begin(), expected.end());
+    lastmile::detail::cpu_selection::sort_samples(v.data(), n);
+    EXPECT_EQ(v, expected) << "trial " << trial;
+  }
 }
 
 // A row whose log_softmax rounds distinct logits to one value: 40 tokens a float step apart at
