@@ -37,26 +37,6 @@ int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, flo
   return cpu::load_row(entry(src, dtype, from), dtype, dst, count, t);
 }
 
-}  // namespace
-
-float scaled_entry(const void* src, DType dtype, size_t i, float t) {
-  float v = 0;
-  switch (dtype) {
-    case DType::f32:
-      v = static_cast<const float*>(src)[i];
-      break;
-    case DType::bf16:
-      v = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
-      break;
-    case DType::f16:
-      v = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
-      break;
-  }
-  return t == 1.0f ? v : v / t;
-}
-
-namespace {
-
 // The smallest float v whose quotient v / t reaches threshold (division by t > 0 is monotone):
 // comparing a caller's values with it selects exactly the entries whose quotients pass, with no
 // division over the row.
@@ -249,13 +229,94 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   return walk_from(src, dtype, size, t, row.max, start, cumulative, target);
 }
 
+// Top-p alone when the band is not a short list to the top (a flat row: most tokens kept). A second
+// read by blocks gives each token's weight w = exp(x - max) with the statistics' vector exp and
+// q = w * inv_sum, as the steps' probability_band does: the mass below the band, the band's ids,
+// and each block's kept weight (w of q >= lo). mask_band decides in the band; the walk finds the
+// block holding u * kept total and steps through it skipping q < lo and the band's masked ones.
+TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const RowSoftmax& row,
+                         float inv_sum, float cut, const BandGuess& guess, double u,
+                         SortScratch scratch) {
+  constexpr size_t kBufferBlock = 2048;  // row_softmax's blocks are no larger
+  int32_t* const ids = scratch.ids.data();
+  float* const qs = scratch.values.data();
+  float values[kBufferBlock + cpu::kCompressSlack], weights[kBufferBlock];
+  double kept[kMaxBlocks];
+  float lo = 0, hi = 2;
+  double below = 0;
+  size_t band = 0;
+  TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
+  for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
+    guess.band(margin, &lo, &hi);
+    below = 0;
+    band = 0;
+    top = -1;
+    double band_mass = 0;
+    for (size_t start = 0, b = 0; start < n; start += row.block, ++b) {
+      const size_t count = std::min(row.block, n - start);
+      load_scaled(src, dtype, start, count, t, values);  // checked by the statistics pass
+      double unused, block_below = 0;
+      const double total =
+          cpu::exp_with_block_sums(values, weights, count, row.max, count, &unused);
+      const size_t listed =
+          cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band, &block_below);
+      for (size_t i = band; i < band + listed; ++i) {  // q from the weights the pass computed
+        const auto j = static_cast<size_t>(ids[i]);    // within the block
+        band_mass += qs[i] = weights[j] * inv_sum;
+        if (top < 0 && values[j] == row.max) top = static_cast<TokenId>(start + j);
+        ids[i] += static_cast<int32_t>(start);
+      }
+      band += listed;
+      below += block_below;
+      kept[b] = total - block_below / inv_sum;  // locates the block; the walk adds exact weights
+    }
+    if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
+    if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
+    break;
+  }
+  mask_band(
+      ids, band, [qs](size_t i) { return qs[i]; },
+      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below, lo,
+      hi, cut, top, scratch,
+      [&](size_t i) {
+        kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
+        qs[i] = -1.0f;  // masked
+      });
+  double total = 0;
+  for (size_t b = 0; b < row.blocks; ++b) total += kept[b];
+  const double target = u * total;
+  double cumulative = 0;
+  size_t start = 0, b = 0;
+  for (; start + row.block < n && cumulative + kept[b] <= target; ++b, start += row.block)
+    cumulative += kept[b];
+  size_t next = std::lower_bound(ids, ids + band, static_cast<int32_t>(start)) - ids;
+  TokenId last_kept = 0;
+  for (; start < n; start += row.block) {
+    const size_t count = std::min(row.block, n - start);
+    load_scaled(src, dtype, start, count, t, values);
+    double unused;
+    cpu::exp_with_block_sums(values, weights, count, row.max, count, &unused);
+    for (size_t i = 0; i < count; ++i) {
+      const auto id = static_cast<int32_t>(start + i);
+      const bool listed = next < band && ids[next] == id;
+      next += listed;
+      if (weights[i] == 0.0f || weights[i] * inv_sum < lo || (listed && qs[next - 1] < 0.0f))
+        continue;
+      cumulative += weights[i];
+      last_kept = id;
+      if (cumulative > target) return last_kept;
+    }
+  }
+  return last_kept;  // rounding left the target at the very end
+}
+
 // Top-p alone, deciding as the steps do (cpu_backend.cpp top_p_without_sort) with the same
 // probabilities q = exp(x - max) * inv_sum: a band guessed from samples; then, since q >= lo is a
 // logit threshold (up to the exp's rounding), one compress of the (now cache-resident) row lists
 // the candidates above it with a margin, the vector exp gives their q, and the band is those with
 // q >= lo; the mass below it is the rest of the total. mask_band decides among them, and the draw
 // walks the kept ones with q as weights (proportional to exp(x - max) up to one rounding). Bands
-// that stop below the top, or list over 1/8 of the row, go to the steps.
+// that stop below the top, or list over 1/8 of the row, take draw_top_p_dense.
 TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
                    SortScratch scratch, const ParallelFor& parallel) {
   constexpr float kLogitMargin = 1e-3f;  // far above the exp's 1 ULP, and max's rounding
@@ -276,12 +337,16 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   double below = 0;
   size_t band = kNotListed;
   const BandGuess guess(size, cut, sample_q);
+  auto dense = [&] {
+    return draw_top_p_dense(src, dtype, size, t, row, inv_sum, cut, guess, u, scratch);
+  };
   for (const size_t margin : {size_t{8}, size_t{32}}) {
     guess.band(margin, &lo, &hi);
-    if (hi <= 1.0f || lo <= 0.0f) return kNoInputDraw;  // the band is not a short list to the top
+    if (hi <= 1.0f || lo <= 0.0f) return dense();  // the band is not a short list to the top
     const float from = row.max + std::log(lo / inv_sum) - kLogitMargin;
     const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);
-    if (listed == kNotListed || listed > size / 8) return kNoInputDraw;
+    if (listed == kNotListed) return kNoInputDraw;
+    if (listed > size / 8) return dense();
     size_t kept = 0;
     double band_mass = 0;
     for (size_t start = 0; start < listed; start += kChunk) {  // q by the vector exp, in place
@@ -302,7 +367,7 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
     band = kept;
     break;
   }
-  if (band == kNotListed) return kNoInputDraw;
+  if (band == kNotListed) return dense();
   // The largest entry (lowest id among equals) is never masked: its q is the largest, inv_sum.
   TokenId top = -1;
   for (size_t i = 0; i < band && top < 0; ++i)

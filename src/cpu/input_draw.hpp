@@ -3,12 +3,27 @@
 #pragma once
 
 #include "backend.hpp"
+#include "reference/float16.hpp"
 
 namespace lastmile::detail::cpu_selection {
 
 // Entry i of a caller's row src divided by t (t = 1: not divided), in float32: the same bits
 // as the vector passes (the widening is exact, the division IEEE).
-float scaled_entry(const void* src, DType dtype, size_t i, float t);
+inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
+  float v = 0;
+  switch (dtype) {
+    case DType::f32:
+      v = static_cast<const float*>(src)[i];
+      break;
+    case DType::bf16:
+      v = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      break;
+    case DType::f16:
+      v = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      break;
+  }
+  return t == 1.0f ? v : v / t;
+}
 
 // Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
 // kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries

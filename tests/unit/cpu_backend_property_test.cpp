@@ -390,6 +390,42 @@ TEST(CpuBackendProperty, RawLogprobsFromTheCallersRowEqualTheOraclesSnapshot) {
   EXPECT_GT(merged_rows, 150);  // the rounding-ties rows did merge values
 }
 
+// Top-p alone on flat rows (most tokens kept: the band is not a short list to the top) is drawn
+// from the input too, by blocks: never declined, and the oracle's token unless u sits within
+// rounding of a CDF step.
+TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
+  std::mt19937_64 rng(19);
+  Scratch a, b;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = trial % 2 ? 40000 : 4097 + static_cast<int64_t>(rng() % 9000);
+    std::normal_distribution<float> body(0.0f, trial % 3 == 0 ? 0.3f : 1.0f);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = body(rng);
+    if (trial % 5 == 0) row[rng() % row.size()] = -kInf;
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves(row.size());
+    for (size_t i = 0; i < row.size(); ++i)
+      halves[i] = dtype == lastmile::DType::bf16
+                      ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
+                      : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i]));
+    const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(row.data())
+                                                    : static_cast<const void*>(halves.data());
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 4 == 0 ? 1.0f : 0.7f;
+    params.top_k = n;
+    params.apply_top_p = true;
+    params.top_p = std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    oracle().apply_top_k_top_p(x.data(), n, n, true, params.top_p, b.get(x.size()));
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast);
+    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+  }
+}
+
 // NaN or +inf in the caller's row, or made by the division, sends the row to the steps (which
 // name the cause), on every path.
 TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
