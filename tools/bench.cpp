@@ -1,6 +1,7 @@
 // lastmile CLI — `lastmile bench`: each scenario timed three ways on the same logits in one run:
 // lastmile's Sampler ("ours"), the memory roofline (one SIMD max-reduce read over the rows) and
-// the full-sort baseline (vLLM's CPU path re-told in C++). Medians; ratios from the same run.
+// the full-sort baseline (vLLM's CPU path re-told in C++). Medians; ours and the roofline timed in
+// turns, so their ratio compares the same moments of a shared machine.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -43,20 +44,36 @@ struct Result {
   double ours_us = 0, roofline_us = 0, baseline_us = 0;  // per row, medians
 };
 
-// Median seconds per call: one warm-up call, then at least 5 calls and 0.3 s (at most 25 calls).
-double median_seconds(const std::function<void()>& call) {
+double seconds(const std::function<void()>& call) {
+  const auto start = std::chrono::steady_clock::now();
   call();
-  std::vector<double> times;
-  double total = 0;
-  while (times.size() < 25 && (times.size() < 5 || total < 0.3)) {
-    const auto start = std::chrono::steady_clock::now();
-    call();
-    times.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    total += times.back();
-  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double median(std::vector<double> times) {
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   return times[times.size() / 2];
+}
+
+// Median seconds per call of each of `calls`, timed in turns (a, b, a, b, ...) so that every one
+// meets the same moments of a shared machine: one warm-up round, then at least 5 rounds and 0.3 s
+// of the first call's time (at most 25 rounds).
+std::vector<double> median_seconds_in_turns(const std::vector<std::function<void()>>& calls) {
+  for (const auto& call : calls) call();
+  std::vector<std::vector<double>> times(calls.size());
+  double first_total = 0;
+  while (times[0].size() < 25 && (times[0].size() < 5 || first_total < 0.3)) {
+    for (size_t c = 0; c < calls.size(); ++c) times[c].push_back(seconds(calls[c]));
+    first_total += times[0].back();
+  }
+  std::vector<double> medians;
+  for (const auto& t : times) medians.push_back(median(t));
+  return medians;
+}
+
+// Median seconds per call: one warm-up call, then at least 5 calls and 0.3 s (at most 25 calls).
+double median_seconds(const std::function<void()>& call) {
+  return median_seconds_in_turns({call})[0];
 }
 
 void topk_topp(BatchRequest& r) {
@@ -247,27 +264,31 @@ Result run_scenario(const Scenario& s) {
   config.threads = s.threads;
   config.backend = s.backend;
   const auto rows = static_cast<double>(s.batch);
+  detail::ThreadPool pool(s.threads);
+  std::vector<float> sink(static_cast<size_t>(s.batch));
+  auto roofline_row = [&](int64_t r, int) {
+    if (s.dtype == DType::f32)
+      sink[r] = cpu::row_max(static_cast<const float*>(view.data) + r * s.vocab, s.vocab);
+    else
+      sink[r] = cpu::row_max_bits16(static_cast<const uint16_t*>(view.data) + r * s.vocab, s.vocab);
+  };
+  auto roofline = [&] { pool.run(s.batch, roofline_row); };
+  // Ours and the roofline in turns: the machine's memory speed drifts within seconds, and their
+  // ratio is the figure that matters.
+  std::vector<double> medians;
   if (s.stateful) {
     RequestBatch requests(config);
     for (int64_t r = 0; r < s.batch; ++r) {
       const BatchRequest& row = batch.requests[static_cast<size_t>(r)];
       requests.add(std::to_string(r), row.params, row.prompt_token_ids);
     }
-    result.ours_us = median_seconds([&] { requests.step(view); }) / rows * 1e6;
+    medians = median_seconds_in_turns({[&] { requests.step(view); }, roofline});
   } else {
     Sampler sampler(config);
-    result.ours_us = median_seconds([&] { sampler.sample(view, batch); }) / rows * 1e6;
+    medians = median_seconds_in_turns({[&] { sampler.sample(view, batch); }, roofline});
   }
-
-  detail::ThreadPool pool(s.threads);
-  std::vector<float> sink(static_cast<size_t>(s.batch));
-  auto roofline = [&](int64_t r, int) {
-    if (s.dtype == DType::f32)
-      sink[r] = cpu::row_max(static_cast<const float*>(view.data) + r * s.vocab, s.vocab);
-    else
-      sink[r] = cpu::row_max_bits16(static_cast<const uint16_t*>(view.data) + r * s.vocab, s.vocab);
-  };
-  result.roofline_us = median_seconds([&] { pool.run(s.batch, roofline); }) / rows * 1e6;
+  result.ours_us = medians[0] / rows * 1e6;
+  result.roofline_us = medians[1] / rows * 1e6;
 
   std::vector<bench::BaselineScratch> scratch(static_cast<size_t>(pool.num_threads()));
   auto baseline = [&](int64_t r, int worker) {
