@@ -178,6 +178,12 @@ const char* lastmile_request_batch_last_error(const lastmile_request_batch* batc
 /* The request's prompt_token_ids are its prompt; its output, spec and step fields must be empty. */
 lastmile_status lastmile_request_batch_add(lastmile_request_batch* batch, const char* request_id,
                                            const lastmile_request* request);
+/* lastmile_request_batch_add, reserving room for max_output_tokens outputs (0 to 2^31 - 1): the
+   request's first max_output_tokens steps allocate nothing for it. */
+lastmile_status lastmile_request_batch_add_reserved(lastmile_request_batch* batch,
+                                                    const char* request_id,
+                                                    const lastmile_request* request,
+                                                    int64_t max_output_tokens);
 lastmile_status lastmile_request_batch_remove(lastmile_request_batch* batch,
                                               const char* request_id);
 lastmile_status lastmile_request_batch_reorder(lastmile_request_batch* batch,

@@ -44,6 +44,13 @@ const char* lastmile_request_batch_last_error(const lastmile_request_batch* batc
 
 lastmile_status lastmile_request_batch_add(lastmile_request_batch* batch, const char* request_id,
                                            const lastmile_request* request) {
+  return lastmile_request_batch_add_reserved(batch, request_id, request, 0);
+}
+
+lastmile_status lastmile_request_batch_add_reserved(lastmile_request_batch* batch,
+                                                    const char* request_id,
+                                                    const lastmile_request* request,
+                                                    int64_t max_output_tokens) {
   if (batch == nullptr) return LASTMILE_STATUS_INVALID_ARGUMENT;
   return guarded(batch->last_error, [&] {
     require(request_id, "request_id");
@@ -54,7 +61,8 @@ lastmile_status lastmile_request_batch_add(lastmile_request_batch* batch, const 
                             ": output_token_ids, spec_token_ids and step must be empty on add: "
                             "the batch keeps them");
     lastmile::capi::fill_request(who, *request, batch->request);
-    batch->batch.add(request_id, batch->request.params, batch->request.prompt_token_ids);
+    batch->batch.add(request_id, batch->request.params, batch->request.prompt_token_ids,
+                     max_output_tokens);
   });
 }
 

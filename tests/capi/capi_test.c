@@ -281,6 +281,15 @@ static void request_batch_keeps_state(void) {
   CHECK_MESSAGE(lastmile_request_batch_last_error(batch),
                 "request 'zzz': no such request_id in the batch");
   CHECK(lastmile_request_batch_remove(batch, "b") == LASTMILE_STATUS_OK);
+  CHECK(lastmile_request_batch_add_reserved(batch, "r", &second, -1) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_request_batch_last_error(batch),
+                "request 'r': max_output_tokens must be in [0, 2147483647], got -1");
+  CHECK(lastmile_request_batch_add_reserved(batch, "r", &second, 64) == LASTMILE_STATUS_OK);
+  const lastmile_logits two_rows = view(2);
+  CHECK(lastmile_request_batch_step(batch, &two_rows, &out) == LASTMILE_STATUS_OK);
+  CHECK(out.num_rows == 2 && out.sampled_token_ids[1] == 2); /* "r" is row 1: its peak */
+  CHECK(lastmile_request_batch_remove(batch, "r") == LASTMILE_STATUS_OK);
   second.num_output_token_ids = 1;
   CHECK(lastmile_request_batch_add(batch, "c", &second) == LASTMILE_STATUS_INVALID_ARGUMENT);
   CHECK(lastmile_request_batch_size(NULL) == -1);
