@@ -289,25 +289,40 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
   size_t start = 0, b = 0;
   for (; start + row.block < n && cumulative + kept[b] <= target; ++b, start += row.block)
     cumulative += kept[b];
-  size_t next = std::lower_bound(ids, ids + band, static_cast<int32_t>(start)) - ids;
-  TokenId last_kept = 0;
-  for (; start < n; start += row.block) {
-    const size_t count = std::min(row.block, n - start);
-    load_scaled(src, dtype, start, count, t, values);
+  // Block `from`'s weights into `weights`; kept_at(i): entry i of it is not below the band (the
+  // band's masked ones aside), by the pass's own test.
+  auto weigh = [&](size_t from) {
+    load_scaled(src, dtype, from, std::min(row.block, n - from), t, values);
     double unused;
-    cpu::exp_with_block_sums(values, weights, count, row.max, count, &unused);
-    for (size_t i = 0; i < count; ++i) {
-      const auto id = static_cast<int32_t>(start + i);
-      const bool listed = next < band && ids[next] == id;
+    cpu::exp_with_block_sums(values, weights, std::min(row.block, n - from), row.max,
+                             std::min(row.block, n - from), &unused);
+  };
+  auto masked_in_band = [&](int32_t id) {
+    const int32_t* at = std::lower_bound(ids, ids + band, id);
+    return at != ids + band && *at == id && qs[at - ids] < 0.0f;
+  };
+  auto kept_at = [&](size_t i) { return weights[i] != 0.0f && weights[i] * inv_sum >= lo; };
+  size_t next = std::lower_bound(ids, ids + band, static_cast<int32_t>(start)) - ids;
+  for (size_t from = start; from < n; from += row.block) {
+    weigh(from);
+    for (size_t i = 0; i < std::min(row.block, n - from); ++i) {
+      const auto id = static_cast<int32_t>(from + i);
+      const bool listed = next < band && ids[next] == id;  // the band is in id order
       next += listed;
-      if (weights[i] == 0.0f || weights[i] * inv_sum < lo || (listed && qs[next - 1] < 0.0f))
-        continue;
+      if (!kept_at(i) || (listed && qs[next - 1] < 0.0f)) continue;
       cumulative += weights[i];
-      last_kept = id;
-      if (cumulative > target) return last_kept;
+      if (cumulative > target) return id;
     }
   }
-  return last_kept;  // rounding left the target at the very end
+  // Rounding left the target past the last kept token (the blocks' kept sums are estimates, and
+  // masked blocks may keep a residue): the oracle's walk then ends on the last kept token.
+  for (size_t from = (n - 1) / row.block * row.block;; from -= row.block) {
+    weigh(from);
+    for (size_t i = std::min(row.block, n - from); i-- > 0;)
+      if (kept_at(i) && !masked_in_band(static_cast<int32_t>(from + i)))
+        return static_cast<TokenId>(from + i);
+    if (from == 0) return 0;  // nothing kept: the oracle's all -inf row
+  }
 }
 
 // Top-p alone, deciding as the steps do (cpu_backend.cpp top_p_without_sort) with the same

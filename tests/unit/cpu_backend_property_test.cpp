@@ -426,6 +426,36 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
   }
 }
 
+// A u at the very top of the CDF on a flat row peaked mid-vocabulary: the blocks past the last
+// kept token are all masked, and their kept mass (estimated from sums) may not be exactly 0; the
+// draw must still be the last kept token, as the oracle's, never a masked one (review finding).
+TEST(CpuBackendProperty, DrawFromInputTopPAtTheEndOfTheCdfIsTheLastKeptToken) {
+  Scratch a, b;
+  for (const int64_t n : {40000, 128256}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    const float slope = 60.0f / static_cast<float>(n);  // about e^-30 at the ends: a long band
+    for (int64_t i = 0; i < n; ++i)
+      x[static_cast<size_t>(i)] = -std::abs(static_cast<float>(i - n / 2)) * slope;
+    for (const float top_p : {0.3f, 0.5f, 0.8f}) {
+      lastmile::detail::DrawParams params;
+      params.top_k = n;
+      params.apply_top_p = true;
+      params.top_p = top_p;
+      std::vector<float> kept = x;
+      oracle().apply_top_k_top_p(kept.data(), n, n, true, top_p, b.get(x.size()));
+      for (const double u : {1.0 - 1e-9, 1.0 - 1e-12, 1.0 - 1e-15}) {
+        const TokenId fast = cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u,
+                                                   a.get(x.size()), kSerial);
+        ASSERT_GE(fast, 0) << "n " << n << " p " << top_p;
+        EXPECT_NE(kept[static_cast<size_t>(fast)], -kInf)
+            << "n " << n << " p " << top_p << " u " << u << " drew masked token " << fast;
+        EXPECT_EQ(fast, oracle().draw(kept.data(), n, u, b.get(x.size())))
+            << "n " << n << " p " << top_p << " u " << u;
+      }
+    }
+  }
+}
+
 // NaN or +inf in the caller's row, or made by the division, sends the row to the steps (which
 // name the cause), on every path.
 TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
