@@ -41,14 +41,8 @@ int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, flo
 // comparing a caller's values with it selects exactly the entries whose quotients pass, with no
 // division over the row.
 float smallest_dividend_at_least(float threshold, float t) {
-  if (t == 1.0f || threshold == kNegInf) return threshold;
-  auto passes = [&](uint32_t key) { return from_orderable(key) / t >= threshold; };
-  uint32_t lo = orderable(kNegInf), hi = orderable(std::numeric_limits<float>::infinity());
-  while (hi - lo > 1) {  // -inf / t fails (threshold > -inf), +inf / t passes
-    const uint32_t mid = lo + (hi - lo) / 2;
-    (passes(mid) ? hi : lo) = mid;
-  }
-  return from_orderable(hi);
+  if (t == 1.0f) return threshold;
+  return smallest_passing([&](float v) { return v / t >= threshold; });
 }
 
 // A row's passes split into at most kRowChunks chunks of whole blocks, fixed by n alone, for a

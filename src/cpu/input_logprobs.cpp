@@ -20,15 +20,9 @@
 namespace lastmile::detail::cpu_selection {
 namespace {
 
-// The smallest float x with values(x) >= v: -inf for v = -inf (every entry passes).
+// The smallest float x with values(x) >= v (-inf for v = -inf: every entry passes).
 float smallest_with_value_at_least(RawValues values, float v) {
-  if (v == kNegInf) return kNegInf;
-  uint32_t lo = orderable(kNegInf), hi = orderable(std::numeric_limits<float>::infinity());
-  while (hi - lo > 1) {  // values(-inf) = -inf < v; values(+inf) = +inf >= v
-    const uint32_t mid = lo + (hi - lo) / 2;
-    (values(from_orderable(mid)) >= v ? hi : lo) = mid;
-  }
-  return from_orderable(hi);
+  return smallest_passing([&](float x) { return values(x) >= v; });
 }
 
 float entry(const void* src, DType dtype, size_t i) { return scaled_entry(src, dtype, i, 1.0f); }

@@ -57,16 +57,7 @@ void sort_samples(float* values, size_t n) {
 
 // Between -inf (masked unless threshold is 0) and max (kept when threshold <= inv_sum).
 float smallest_kept(float max, float inv_sum, float threshold) {
-  auto masked = [&](uint32_t key) {
-    return std::exp(from_orderable(key) - max) * inv_sum < threshold;
-  };
-  uint32_t lo = orderable(kNegInf), hi = orderable(max);
-  if (!masked(lo)) return kNegInf;
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    (masked(mid) ? lo : hi) = mid;
-  }
-  return from_orderable(hi);
+  return smallest_passing([&](float v) { return !(std::exp(v - max) * inv_sum < threshold); });
 }
 
 }  // namespace lastmile::detail::cpu_selection

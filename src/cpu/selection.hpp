@@ -200,6 +200,19 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
   }
 }
 
+// The smallest float v for which passes(v) holds, for a test monotone in v that +inf passes
+// (-inf if it passes too): a bisection over the orderable keys, 32 steps at most.
+template <class Passes>
+float smallest_passing(Passes passes) {
+  uint32_t lo = orderable(kNegInf), hi = orderable(std::numeric_limits<float>::infinity());
+  if (passes(kNegInf)) return kNegInf;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    (passes(from_orderable(mid)) ? hi : lo) = mid;
+  }
+  return from_orderable(hi);
+}
+
 // The oracle's probability test, std::exp(v - max) * inv_sum < threshold (min_p's strict rule;
 // top-p's "probability 0" at p = 1), is monotone in v, so it masks the logits below a threshold:
 // the smallest kept float, found by bisection with the oracle's own arithmetic.
