@@ -144,19 +144,10 @@ class CpuBackend final : public Backend {
     if (k <= 0) return;
     size_t candidates = 0;
     const float kth = kth_largest_of_row(x, n, k, scratch, &candidates);
-    // Descending value, ascending id: the oracle's order, as one unsigned key; the candidates
-    // below the k-th value sort after it.
-    uint64_t* keys = scratch.keys.data();
-    size_t count = 0;
-    for (size_t i = 0; i < candidates; ++i)
-      if (scratch.values[i] >= kth)
-        keys[count++] =
-            (uint64_t{~orderable(scratch.values[i])} << 32) | static_cast<uint32_t>(scratch.ids[i]);
-    std::partial_sort(keys, keys + k, keys + count);
-    for (int64_t i = 0; i < k; ++i) {
-      ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
+    largest_listed(
+        scratch, candidates, [](float v) { return v; }, kth, k, ids);  // all k
+    for (int64_t i = 0; i < k; ++i)
       values[i] = x[ids[i]];  // the row's own value (a key cannot tell -0 from +0)
-    }
   }
 
  private:

@@ -31,17 +31,9 @@ float entry(const void* src, DType dtype, size_t i) { return scaled_entry(src, d
 // >= v, and at least k of them), descending, equal values by ascending id.
 void top_n_of_list(const void* src, DType dtype, RawValues values, size_t listed, float v,
                    int64_t k, TokenId* ids, float* out, SortScratch scratch) {
-  uint64_t* keys = scratch.keys.data();
-  size_t count = 0;
-  for (size_t i = 0; i < listed; ++i) {
-    const float value = values(scratch.values[i]);
-    if (value >= v)
-      keys[count++] = (uint64_t{~orderable(value)} << 32) | static_cast<uint32_t>(scratch.ids[i]);
-  }
-  const size_t shown = std::min(count, static_cast<size_t>(k));
-  std::partial_sort(keys, keys + shown, keys + count);
+  const size_t shown = largest_listed(scratch, listed, values, v, k, ids);
   for (size_t i = 0; i < static_cast<size_t>(k); ++i) {  // shown < k only on an unchecked row
-    ids[i] = i < shown ? static_cast<TokenId>(keys[i] & 0xffffffffu) : 0;
+    if (i >= shown) ids[i] = 0;
     out[i] = i < shown ? values(entry(src, dtype, static_cast<size_t>(ids[i]))) : kNegInf;
   }
 }

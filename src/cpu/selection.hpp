@@ -117,6 +117,25 @@ TokenId draw_over_list(size_t listed, const int32_t* ids, double u, ValueAt valu
   return last_kept;
 }
 
+// The k largest values(x) among `listed` entries of scratch.ids / values (x), when they hold every
+// entry whose value is >= v: their ids into ids[0, m), descending value, equal values by
+// ascending id (the oracle's order, as one unsigned key); returns m = min(k, how many pass).
+template <class Values>
+size_t largest_listed(SortScratch scratch, size_t listed, Values values, float v, int64_t k,
+                      TokenId* ids) {
+  uint64_t* keys = scratch.keys.data();
+  size_t count = 0;
+  for (size_t i = 0; i < listed; ++i) {
+    const float value = values(scratch.values[i]);
+    if (value >= v)
+      keys[count++] = (uint64_t{~orderable(value)} << 32) | static_cast<uint32_t>(scratch.ids[i]);
+  }
+  const size_t shown = std::min(count, static_cast<size_t>(k));
+  std::partial_sort(keys, keys + shown, keys + count);
+  for (size_t i = 0; i < shown; ++i) ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
+  return shown;
+}
+
 // Sorts n <= 512 floats ascending (no NaN; -0 and +0 come out as +0) by their orderable keys: a
 // radix sort, 4 passes of 8 bits. std::sort on 512 random floats mispredicts most comparisons.
 void sort_samples(float* values, size_t n);
