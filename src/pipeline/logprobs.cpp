@@ -1,7 +1,7 @@
 // Step 8 — logprobs (spec §3, §4, §5; vLLM gather_logprobs, gather_specific_token_logprobs).
 // Everything is read from the active mode's values: in raw modes the caller's row, read in place
-// by step 1's backend call (no row is written unless the full matrix is asked: it is computed in
-// the output and read there), in processed modes the working row (log_softmax'ed in place for
+// by step 1's backend call (no row is written unless the full matrix is asked: it is the same
+// map, written to the output), in processed modes the working row (log_softmax'ed in place for
 // processed_logprobs; sampling is done with it).
 // Outputs: the full row (num_logprobs -1); the sampled token, top-N and the sampled token's rank
 // (count of entries >=); and, beside them rather than instead (a deliberate difference from vLLM),
@@ -29,23 +29,21 @@ struct ActiveValues {
   }
 };
 
-// The row step 8 reads when it reads a row: the processed working row (log_softmax'ed in place
-// for processed_logprobs), or the full matrix's output row in raw modes. Copied to the full
+// The processed working row, log_softmax'ed in place for processed_logprobs, copied to the full
 // matrix when asked.
-const float* active_row(RowStep& row) {
-  const int64_t vocab = row.vocab_size();
-  float* const full = row.plan.num_logprobs == -1 ? row.out.full.data() + row.row * vocab : nullptr;
-  if (!row.plan.raw_mode()) {
-    if (row.plan.logprob_values()) row.backend.log_softmax(row.logits.data(), vocab);
-    if (full != nullptr) std::copy(row.logits.begin(), row.logits.end(), full);
-    return row.logits.data();
-  }
-  row.backend.convert_row(row.input_row(), row.input.dtype, full, vocab);  // checked before
-  if (row.plan.logprob_values()) {  // the raw map, as every other raw read: the same log-sum
-    const RawValues values = read_raw_logprobs(row, 0, nullptr, nullptr).values;
-    for (int64_t i = 0; i < vocab; ++i) full[i] = values(full[i]);
-  }
-  return full;
+const float* processed_row(RowStep& row) {
+  if (row.plan.logprob_values()) row.backend.log_softmax(row.logits.data(), row.vocab_size());
+  if (row.plan.num_logprobs == -1)
+    std::copy(row.logits.begin(), row.logits.end(),
+              row.out.full.data() + row.row * row.vocab_size());
+  return row.logits.data();
+}
+
+// The raw full matrix row: the caller's row through the map every other raw read uses.
+void write_raw_row(RowStep& row, RawValues values) {
+  float* const full = row.out.full.data() + row.row * row.vocab_size();
+  row.backend.convert_row(row.input_row(), row.input.dtype, full, row.vocab_size());  // checked
+  for (int64_t i = 0; i < row.vocab_size(); ++i) full[i] = values(full[i]);
 }
 
 void gather_token_ids(RowStep& row, const ActiveValues& active, int64_t rank) {
@@ -75,25 +73,26 @@ void gather_token_ids(RowStep& row, const ActiveValues& active, int64_t rank) {
 void gather_logprobs(RowStep& row) {
   if (!row.plan.needs_logprobs()) return;
   OutputBuffers& out = row.out;
-  const bool reads_row = !row.plan.raw_mode() || row.plan.num_logprobs == -1;
-  ActiveValues active{row, reads_row ? active_row(row) : nullptr, {}};
-  if (out.top_width == 0 && out.token_width == 0) return;
   // Top-N: the sampled token first, then the k largest.
   const int64_t k = out.top_width > 0 ? out.top_width - 1 : 0;
   TokenId* top_ids = out.top_width > 0 ? out.top_ids.data() + row.row * out.top_width : nullptr;
   float* top_values =
       out.top_width > 0 ? out.top_logprobs.data() + row.row * out.top_width : nullptr;
+  ActiveValues active{row, nullptr, {}};
   int64_t rank = 0;
-  if (active.row != nullptr) {
-    rank = row.backend.rank_of(active.row, row.vocab_size(), row.sampled_token);
-    if (k > 0)
-      row.backend.top_n(active.row, row.vocab_size(), k, top_ids + 1, top_values + 1,
-                        row.scratch.sort());
-  } else {
+  if (row.plan.raw_mode()) {  // one read of the caller's row answers the map, rank and top-N
     const RawLogprobs raw =
         read_raw_logprobs(row, k, k > 0 ? top_ids + 1 : nullptr, k > 0 ? top_values + 1 : nullptr);
     active.raw = raw.values;
     rank = raw.rank;
+    if (row.plan.num_logprobs == -1) write_raw_row(row, raw.values);
+  } else {
+    active.row = processed_row(row);
+    if (out.top_width == 0 && out.token_width == 0) return;
+    rank = row.backend.rank_of(active.row, row.vocab_size(), row.sampled_token);
+    if (k > 0)
+      row.backend.top_n(active.row, row.vocab_size(), k, top_ids + 1, top_values + 1,
+                        row.scratch.sort());
   }
   if (top_ids != nullptr) {
     top_ids[0] = row.sampled_token;
