@@ -198,34 +198,49 @@ int64_t load_row(const void* HWY_RESTRICT src, DType dtype, float* HWY_RESTRICT 
   return with_source(src, dtype, [&](auto source) { return convert(source, dst, n, t); });
 }
 
-// load_row, with the repetition factor of apply_repetition_dense applied where bit i of seen is
-// set, in the same pass (64 entries per bitmap word; vectors of 8 or more lanes read their mask
-// from the bitmap's bytes). The first index of dst holding NaN or +inf, or -1.
+// Spec §7.2's repetition factor where bit i of `seen` is set (bit i % 64 of word i / 64): positive
+// logits times the float32 reciprocal 1 / r (as torch), the others times r. One definition for the
+// dense pass and the conversion that folds it in, so the two agree to the bit.
+struct Repetition {
+  const uint64_t* seen;
+  float r, inverse;
+  Repetition(const uint64_t* seen_bits, float factor)
+      : seen(seen_bits), r(factor), inverse(1.0f / factor) {}
+  bool Seen(size_t i) const { return (seen[i / 64] >> (i % 64) & 1) != 0; }
+  float Scaled(float x) const { return x * (x > 0 ? inverse : r); }
+  // Vectors of 8 or more lanes dividing 64 read their mask straight from the bitmap's bytes
+  // (little-endian: bit i of byte j is token 8j + i); narrower ones go entry by entry.
+  template <class D>
+  static bool Vectorised(D d) {
+    return hn::Lanes(d) >= 8 && 64 % hn::Lanes(d) == 0;
+  }
+  // Entries [j, j + lanes) of v, scaled where seen (j a multiple of the lanes).
+  template <class D>
+  hn::Vec<D> Where(D d, size_t j, hn::Vec<D> v) const {
+    const auto factor = hn::IfThenElse(hn::Gt(v, hn::Zero(d)), hn::Set(d, inverse), hn::Set(d, r));
+    const auto mask = hn::LoadMaskBits(d, reinterpret_cast<const uint8_t*>(seen) + j / 8);
+    return hn::IfThenElse(mask, hn::Mul(v, factor), v);
+  }
+};
+
+// load_row, with the Repetition factor applied in the same pass. The first index of dst holding
+// NaN or +inf, or -1.
 template <class Source>
 int64_t load_repeated_pass(Source src, float* HWY_RESTRICT dst, size_t n,
                            const uint64_t* HWY_RESTRICT seen, float r) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const auto vinverse = hn::Set(d, 1.0f / r), vr = hn::Set(d, r), zero = hn::Zero(d);
-  const auto* bytes = reinterpret_cast<const uint8_t*>(seen);
+  const Repetition repetition(seen, r);
   BadLanes bad(d);
   size_t i = 0;
-  if (lanes >= 8 && 64 % lanes == 0) {
+  if (Repetition::Vectorised(d)) {
     for (; i + 64 <= n; i += 64) {
-      if (seen[i / 64] == 0) {  // no token of these 64 seen: convert only
-        for (size_t j = i; j < i + 64; j += lanes) {
-          const auto v = src.Whole(d, j);
-          bad.Check(d, v);
-          hn::StoreU(v, d, dst + j);
-        }
-        continue;
-      }
+      const bool any_seen = seen[i / 64] != 0;  // else convert only
       for (size_t j = i; j < i + 64; j += lanes) {
-        const auto v = src.Whole(d, j);
-        const auto scaled = hn::Mul(v, hn::IfThenElse(hn::Gt(v, zero), vinverse, vr));
-        const auto out = hn::IfThenElse(hn::LoadMaskBits(d, bytes + j / 8), scaled, v);
-        bad.Check(d, out);
-        hn::StoreU(out, d, dst + j);
+        auto v = src.Whole(d, j);
+        if (any_seen) v = repetition.Where(d, j, v);
+        bad.Check(d, v);
+        hn::StoreU(v, d, dst + j);
       }
     }
   }
@@ -240,9 +255,8 @@ int64_t load_repeated_pass(Source src, float* HWY_RESTRICT dst, size_t n,
     bad.Check(d, v);
     StoreTail(d, v, dst + i, n - i);
   }
-  const float inverse = 1.0f / r;
   for (size_t j = tail; j < n; ++j)
-    if (seen[j / 64] >> (j % 64) & 1) dst[j] *= dst[j] > 0 ? inverse : r;
+    if (repetition.Seen(j)) dst[j] = repetition.Scaled(dst[j]);
   return first_bad(dst, !bad.Any(d) ? tail : 0, n);  // a scaled tail entry may be +inf
 }
 
@@ -320,41 +334,29 @@ int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
   return first_bad(x, !bad.Any(d) ? n - n % lanes : 0, n);
 }
 
-// Spec §7.2's repetition factor where bit i of `seen` is set: positive logits times the float32
-// reciprocal, others times the penalty (the reference's arithmetic, lane by lane). Words of 64
-// tokens with no bit set are skipped whole. Vectors of 8 or more lanes read their mask straight
-// from the bitmap (little-endian: bit i of byte j is token 8j + i); narrower targets go scalar.
-// Returns the first index left +inf, or -1.
+// The Repetition factor over a float32 row in place (the reference's arithmetic, lane by lane).
+// Words of 64 tokens with no bit set are skipped whole. Returns the first index left +inf, or -1.
 int64_t apply_repetition_dense(float* HWY_RESTRICT x, size_t n, const uint64_t* HWY_RESTRICT seen,
                                float r) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const float inverse = 1.0f / r;
-  const auto vinverse = hn::Set(d, inverse), vr = hn::Set(d, r), zero = hn::Zero(d);
   const auto inf = hn::Set(d, kInf);
+  const Repetition repetition(seen, r);
   BadLanes bad(d);
-  const auto* bytes = reinterpret_cast<const uint8_t*>(seen);
-  auto scalar = [&](size_t i) {
-    if (seen[i / 64] >> (i % 64) & 1) x[i] *= x[i] > 0 ? inverse : r;
-  };
-  if (lanes < 8 || 64 % lanes != 0) {
-    for (size_t j = 0; j < n; ++j) scalar(j);
-    return first_bad(x, 0, n);
-  }
   size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    if (seen[i / 64] == 0) continue;
-    for (size_t j = i; j < i + 64; j += lanes) {
-      const auto mask = hn::LoadMaskBits(d, bytes + j / 8);
-      const auto v = hn::LoadU(d, x + j);
-      const auto scaled = hn::Mul(v, hn::IfThenElse(hn::Gt(v, zero), vinverse, vr));
-      const auto out = hn::IfThenElse(mask, scaled, v);
-      bad.Note(d, hn::Eq(out, inf));
-      hn::StoreU(out, d, x + j);
+  if (Repetition::Vectorised(d)) {
+    for (; i + 64 <= n; i += 64) {
+      if (seen[i / 64] == 0) continue;
+      for (size_t j = i; j < i + 64; j += lanes) {
+        const auto out = repetition.Where(d, j, hn::LoadU(d, x + j));
+        bad.Note(d, hn::Eq(out, inf));
+        hn::StoreU(out, d, x + j);
+      }
     }
   }
   const size_t tail = i;
-  for (; i < n; ++i) scalar(i);
+  for (; i < n; ++i)
+    if (repetition.Seen(i)) x[i] = repetition.Scaled(x[i]);
   // +inf came from a finite input (the row was checked): look only where one was flagged.
   return first_bad(x, !bad.Any(d) ? tail : 0, n);
 }
