@@ -31,6 +31,18 @@ class TokenIndex {
   }
   // Forgets every id, keeping the table's size.
   void clear() { std::fill(slots_.begin(), slots_.end(), 0u); }
+  // Forgets every id when indices [0, count) are all there are (keys(i): the id at index i), in
+  // O(count) rather than O(table): a table once sized for a long history then costs a short one
+  // nothing. Each index is sought from its id's home slot by its own value, not by id, so
+  // emptied slots on the way do not end the search.
+  template <class KeyAt>
+  void forget(size_t count, KeyAt keys) {
+    for (size_t i = 0; i < count; ++i) {
+      size_t at = slot_of(keys(static_cast<uint32_t>(i)));
+      while (slots_[at] != i + 1) at = (at + 1) & (slots_.size() - 1);
+      slots_[at] = 0;
+    }
+  }
   // The index of `id`, or `next` (recorded) when it is new.
   template <class KeyAt>
   uint32_t find_or_insert(TokenId id, uint32_t next, KeyAt keys) {

@@ -28,12 +28,13 @@ bool test_and_clear(std::vector<uint64_t>& bits, TokenId id) {
 }
 
 // The distinct history tokens with their counts (in_prompt unused: repetition is separate), in
-// order of first appearance: a token index in the worker's scratch, O(H), no allocation.
+// order of first appearance: a token index in the worker's scratch, O(H), no allocation. The
+// index is left empty (emptied at each call's reserve_lists too), forgetting only what this row
+// put in: not the whole table, which a long history elsewhere in the batch may have grown.
 std::span<const TokenCount> count_history(RowStep& row) {
   std::vector<TokenCount>& counts = row.scratch.token_counts;
   TokenIndex& index = row.scratch.history_index;
   counts.clear();
-  index.clear();
   const auto id_at = [&counts](uint32_t i) { return counts[i].token_id; };
   const History history = row.history();
   for (size_t i = 0; i < history.size(); ++i) {
@@ -43,6 +44,7 @@ std::span<const TokenCount> count_history(RowStep& row) {
     if (at == next) counts.push_back({id, 0, false});
     ++counts[at].output_count;
   }
+  index.forget(counts.size(), id_at);
   return counts;
 }
 
