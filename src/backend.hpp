@@ -15,6 +15,9 @@
 
 namespace lastmile::detail {
 
+// Bytes per logit of a dtype.
+inline size_t element_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+
 // A token's history on one row, for penalties (spec §7.1).
 struct TokenCount {
   TokenId token_id = 0;

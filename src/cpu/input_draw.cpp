@@ -26,10 +26,8 @@ namespace {
 // Entries converted and weighted at a time on the stack.
 constexpr size_t kChunk = 256;
 
-size_t bytes_per_entry(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
-
 const void* entry(const void* src, DType dtype, size_t i) {
-  return static_cast<const char*>(src) + i * bytes_per_entry(dtype);
+  return static_cast<const char*>(src) + i * element_size(dtype);
 }
 
 // src[from, from + count) / t into dst; the first NaN / +inf, or -1.
@@ -136,6 +134,7 @@ struct RowSoftmax {
   float max = kNegInf;
   double total = 0;
   double sums[kMaxBlocks];  // block b's sum of exp(x - max)
+  float block_max[kMaxBlocks];
 };
 
 bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
@@ -145,7 +144,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   row->blocks = (n + row->block - 1) / row->block;
   if (row->block > kBufferBlock) return false;
   const RowChunks chunks = row_chunks(n, row->block);
-  float block_max[kMaxBlocks];
+  float* const block_max = row->block_max;
   cpu::NearMax nears[kRowChunks];
   bool ok[kRowChunks];
   auto chunk_stats = [&](int64_t c) {
@@ -176,14 +175,24 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
 
 }  // namespace
 
-bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total) {
+bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
+                        BlockMaxima* maxima) {
   cpu::NearMax none;
   RowSoftmax row;
   if (!row_softmax(src, dtype, static_cast<size_t>(n), 1.0f, &none, &row, ParallelFor{}))
     return false;
   *max = row.max;
   *total = row.total;
+  maxima->block = row.block;
+  maxima->blocks = row.blocks;
+  std::copy(row.block_max, row.block_max + row.blocks, maxima->max);
   return true;
+}
+
+void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima) {
+  maxima->block = block_size(n);
+  maxima->blocks = (static_cast<size_t>(n) + maxima->block - 1) / maxima->block;
+  cpu::source_block_max(src, dtype, static_cast<size_t>(n), maxima->block, maxima->max);
 }
 
 namespace {

@@ -431,6 +431,29 @@ int64_t count_pass(Source src, size_t n, float v) {
   return static_cast<int64_t>(count);
 }
 
+// Each block's max of a caller's row (blocks of `block` entries, the last may be shorter) into
+// block_max; NaN-free rows.
+template <class Source>
+void block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+    const size_t end = std::min(n, start + block);
+    auto max = hn::Set(d, -kInf);
+    size_t i = start;
+    for (; i + lanes <= end; i += lanes) max = hn::Max(max, src.Whole(d, i));
+    if (i < end)
+      max = hn::Max(
+          max, hn::IfThenElse(hn::FirstN(d, end - i), src.Tail(d, i, end - i), hn::Set(d, -kInf)));
+    block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
+  }
+}
+
+void source_block_max(const void* HWY_RESTRICT src, DType dtype, size_t n, size_t block,
+                      float* HWY_RESTRICT block_max) {
+  with_source(src, dtype, [&](auto source) { block_max_pass(source, n, block, block_max); });
+}
+
 int64_t count_at_least(const float* HWY_RESTRICT x, size_t n, float v) {
   return count_pass(Float32Source{x}, n, v);
 }
@@ -724,6 +747,7 @@ HWY_EXPORT(subtract_two);
 HWY_EXPORT(mask_below);
 HWY_EXPORT(count_at_least);
 HWY_EXPORT(count_source_at_least);
+HWY_EXPORT(source_block_max);
 HWY_EXPORT(compress_at_least);
 HWY_EXPORT(exp_with_block_sums);
 HWY_EXPORT(exp_block_sums);
@@ -772,6 +796,9 @@ int64_t count_at_least(const float* x, size_t n, float v) {
 }
 int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v) {
   return HWY_DYNAMIC_DISPATCH(count_source_at_least)(src, dtype, n, v);
+}
+void source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max) {
+  HWY_DYNAMIC_DISPATCH(source_block_max)(src, dtype, n, block, block_max);
 }
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values, size_t limit) {

@@ -19,9 +19,6 @@ namespace lastmile::detail {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Bytes per logit of a dtype.
-inline size_t element_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
-
 // Start of logits row `row` of the caller's matrix.
 const void* row_pointer(const LogitsView& logits, int64_t row);
 

@@ -549,6 +549,34 @@ TEST_P(BackendKernels, RawValuesRankAndOrderByValueThenId) {
   }
 }
 
+// A top-N answer can lie below every entry a fast path reads first: the third largest logit a
+// (block 3) and a' one float step below it (block 0, lower id) map to one value under
+// log_softmax's rounding, so the third largest value goes to a', by id. The cpu backend lists
+// the blocks whose max reaches the k-th largest block max (a): a' is in a block below that.
+TEST_P(BackendKernels, RawTopNFindsARoundingTieBelowTheBlocksReadFirst) {
+  if (n() < 4 * 2048) GTEST_SKIP() << "needs four blocks of 2048 tokens";
+  const TokenId top = 2048 + 5, second = 2 * 2048 + 5, third = 3 * 2048 + 5, below = 7;
+  float a = -1.5f;
+  for (int attempt = 0; attempt < 64; ++attempt, a = std::nextafter(a, -2.0f)) {
+    std::vector<float> x(static_cast<size_t>(n()), -30.0f);
+    x[top] = 0.0f;
+    x[second] = -1.0f;
+    x[third] = a;
+    x[below] = std::nextafter(a, -2.0f);
+    const int64_t k = 3;
+    std::vector<TokenId> ids(k, -1);
+    std::vector<float> out(k, 0.0f);
+    const lastmile::detail::RawLogprobs raw = backend().input_raw_logprobs(
+        x.data(), lastmile::DType::f32, n(), true, third, k, ids.data(), out.data(), scratch());
+    if (raw.values(x[below]) != raw.values(a)) continue;  // this a's pair did not merge
+    EXPECT_EQ(ids, (std::vector<TokenId>{top, second, below}));
+    EXPECT_EQ(out[2], raw.values(a));
+    EXPECT_EQ(raw.rank, 4);
+    return;
+  }
+  FAIL() << "no logit pair merged by rounding";
+}
+
 INSTANTIATE_TEST_SUITE_P(AwkwardSizes, BackendKernels,
                          ::testing::Combine(::testing::Values("reference", "cpu"),
                                             ::testing::Values(1, 7, 111, 32001)),
