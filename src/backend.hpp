@@ -90,6 +90,23 @@ struct RawLogprobs {
   int64_t rank = 0;
 };
 
+// Each block's max of a caller's row, in blocks of `block` entries: a question about the entries
+// at or above a threshold need read only the blocks whose max reaches it.
+struct BlockMaxima {
+  static constexpr size_t kMaxBlocks = 512;
+  size_t block = 0, blocks = 0;
+  float max[kMaxBlocks];
+};
+
+// What a backend learned of a caller's row while converting it (convert_row_summarised), so that
+// input_raw_logprobs need not read the row again: log_softmax's terms and the block maxima, as
+// input_raw_logprobs would compute them. `known` false: nothing learned.
+struct RawRowSummary {
+  bool known = false;
+  RawValues values;
+  BlockMaxima maxima;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -108,6 +125,13 @@ class Backend {
   // first index of dst holding NaN or +inf (from the input or from the penalty), or -1.
   virtual int64_t convert_row_repeated(const void* src, DType dtype, float* dst, int64_t n,
                                        const uint64_t* seen, float repetition_penalty) const = 0;
+
+  // convert_row_repeated (seen null: convert_row), and in the same read what input_raw_logprobs
+  // with log_softmax needs to know of src, into *summary (known false: the backend has no such
+  // pass, or src holds NaN / +inf).
+  virtual int64_t convert_row_summarised(const void* src, DType dtype, float* dst, int64_t n,
+                                         const uint64_t* seen, float repetition_penalty,
+                                         RawRowSummary* summary) const = 0;
 
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
@@ -162,9 +186,11 @@ class Backend {
   // to the mode's values (log_softmax's max and log-sum when `log_softmax`, else the identity),
   // the number of entries whose value is >= token_id's (its rank, as rank_of), and top_n of the
   // values: the k largest, descending, equal values in ascending id order, into ids / out.
+  // `summary`: what convert_row_summarised learned of src (log_softmax only), or null.
   virtual RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                          TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                         SortScratch scratch) const = 0;
+                                         SortScratch scratch,
+                                         const RawRowSummary* summary = nullptr) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

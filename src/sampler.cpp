@@ -73,6 +73,7 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
   else
     seed = derive_seed(derive_seed(plan.sampler_seed, plan.call_index), static_cast<uint64_t>(row));
   RowScratch& scratch = scratch_[worker];
+  scratch.raw_summary.known = false;
   RowStep step{plan,
                backend_,
                logits,

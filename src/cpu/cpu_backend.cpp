@@ -52,6 +52,16 @@ class CpuBackend final : public Backend {
                                   repetition_penalty);
   }
 
+  int64_t convert_row_summarised(const void* src, DType dtype, float* dst, int64_t n,
+                                 const uint64_t* seen, float repetition_penalty,
+                                 RawRowSummary* summary) const override {
+    summary->known =
+        summarise_while_converting(src, dtype, n, dst, seen, repetition_penalty, summary);
+    if (summary->known) return -1;
+    return seen != nullptr ? convert_row_repeated(src, dtype, dst, n, seen, repetition_penalty)
+                           : convert_row(src, dtype, dst, n);
+  }
+
   TokenId row_argmax(const float* x, int64_t n) const override {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
   }
@@ -120,8 +130,9 @@ class CpuBackend final : public Backend {
 
   RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                  TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                 SortScratch scratch) const override {
-    return raw_logprobs_of_caller_row(src, dtype, n, log_softmax, token_id, k, ids, out, scratch);
+                                 SortScratch scratch, const RawRowSummary* summary) const override {
+    return raw_logprobs_of_caller_row(src, dtype, n, log_softmax, token_id, k, ids, out, scratch,
+                                      summary);
   }
 
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,

@@ -138,7 +138,7 @@ struct RowSoftmax {
 };
 
 bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
-                 RowSoftmax* row, const ParallelFor& parallel) {
+                 RowSoftmax* row, const ParallelFor& parallel, cpu::ConvertedRow out = {}) {
   constexpr size_t kBufferBlock = 2048;  // block_size for vocabularies up to 2^20
   row->block = block_size(static_cast<int64_t>(n));
   row->blocks = (n + row->block - 1) / row->block;
@@ -154,9 +154,13 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
     if (near->ids != nullptr)  // each chunk lists into its own region, with its own max so far
       nears[chunk] = {near->below_max, near->ids + chunks.region(chunk),
                       near->values + chunks.region(chunk), 0};
-    ok[chunk] = cpu::block_softmax_stats(
-        entry(src, dtype, chunks.begin(chunk)), dtype, chunks.end(chunk) - chunks.begin(chunk), t,
-        row->block, buffer, block_max + first_block, row->sums + first_block, &nears[chunk]);
+    cpu::ConvertedRow chunk_out = out;  // chunks begin on whole blocks: whole bitmap words
+    if (out.dst != nullptr) chunk_out.dst += chunks.begin(chunk);
+    if (out.seen != nullptr) chunk_out.seen += chunks.begin(chunk) / 64;
+    ok[chunk] = cpu::block_softmax_stats(entry(src, dtype, chunks.begin(chunk)), dtype,
+                                         chunks.end(chunk) - chunks.begin(chunk), t, row->block,
+                                         buffer, block_max + first_block, row->sums + first_block,
+                                         &nears[chunk], chunk_out);
   };
   parallel(static_cast<int64_t>(chunks.count), chunk_stats);
   if (!std::all_of(ok, ok + chunks.count, [](bool b) { return b; })) return false;
@@ -176,10 +180,10 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
 }  // namespace
 
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
-                        BlockMaxima* maxima) {
+                        BlockMaxima* maxima, cpu::ConvertedRow out) {
   cpu::NearMax none;
   RowSoftmax row;
-  if (!row_softmax(src, dtype, static_cast<size_t>(n), 1.0f, &none, &row, ParallelFor{}))
+  if (!row_softmax(src, dtype, static_cast<size_t>(n), 1.0f, &none, &row, ParallelFor{}, out))
     return false;
   *max = row.max;
   *total = row.total;

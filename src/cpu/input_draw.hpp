@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend.hpp"
+#include "cpu/kernels.hpp"
 #include "cpu/selection.hpp"
 #include "reference/float16.hpp"
 
@@ -32,17 +33,13 @@ inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
                             SortScratch scratch, const ParallelFor& parallel);
 
-// Each block's max of a caller's row, in blocks of block_size(n) entries: a question about the
-// entries at or above a threshold need read only the blocks whose max reaches it.
-struct BlockMaxima {
-  size_t block = 0, blocks = 0;
-  float max[kMaxBlocks];
-};
+static_assert(BlockMaxima::kMaxBlocks == kMaxBlocks, "block maxima are the rows' blocks");
 
-// The max of a caller's float32 view, the sum of exp(x - max) over it and its block maxima, in
-// one read by blocks; false on a NaN / +inf or a vocabulary over 2^20.
+// The max of a caller's float32 view, the sum of exp(x - max) over it and its block maxima
+// (blocks of block_size(n)), in one read by blocks, writing the row to out.dst on the way if
+// asked; false on a NaN / +inf (or one made by out's repetition) or a vocabulary over 2^20.
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
-                        BlockMaxima* maxima);
+                        BlockMaxima* maxima, cpu::ConvertedRow out = {});
 // The block maxima alone, of a NaN-free row.
 void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima);
 

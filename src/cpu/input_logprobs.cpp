@@ -98,6 +98,11 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   top_n_of_list(src, dtype, values, listed, v, k, ids, out, scratch);
 }
 
+RawValues log_softmax_map(float max, double total) {
+  if (max == kNegInf) return {kNegInf, 0.0f};  // the identity: the row stays -inf
+  return {max, static_cast<float>(std::log(total))};
+}
+
 // log_softmax's max and log-sum of the caller's float32 view, with its block maxima: block
 // statistics in one read, or (over 2^20 entries) plainly.
 RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima* maxima) {
@@ -110,21 +115,36 @@ RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima
     if (max != kNegInf)
       for (size_t i = 0; i < size; ++i) total += std::exp(entry(src, dtype, i) - max);
   }
-  if (max == kNegInf) return {kNegInf, 0.0f};  // the identity: the row stays -inf
-  return {max, static_cast<float>(std::log(total))};
+  return log_softmax_map(max, total);
 }
 
 }  // namespace
 
+bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
+                                const uint64_t* seen, float repetition_penalty,
+                                RawRowSummary* summary) {
+  float max = kNegInf;
+  double total = 0;
+  if (!caller_row_softmax(src, dtype, n, &max, &total, &summary->maxima,
+                          {dst, seen, repetition_penalty}))
+    return false;
+  summary->values = log_softmax_map(max, total);
+  return true;
+}
+
 RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, bool log_softmax,
                                        TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                       SortScratch scratch) {
-  BlockMaxima maxima;
+                                       SortScratch scratch, const RawRowSummary* summary) {
+  const bool summarised = log_softmax && summary != nullptr && summary->known;
+  BlockMaxima local;
+  const BlockMaxima& maxima = summarised ? summary->maxima : local;
   RawValues values;
-  if (log_softmax)
-    values = log_softmax_terms(src, dtype, n, &maxima);
+  if (summarised)
+    values = summary->values;
+  else if (log_softmax)
+    values = log_softmax_terms(src, dtype, n, &local);
   else
-    caller_row_block_maxima(src, dtype, n, &maxima);
+    caller_row_block_maxima(src, dtype, n, &local);
   const auto size = static_cast<size_t>(n);
   const float v = values(entry(src, dtype, static_cast<size_t>(token_id)));
   const int64_t rank =

@@ -6,8 +6,16 @@
 
 namespace lastmile::detail::cpu_selection {
 
+// `summary`, when known, is summarise_while_converting's of src (log_softmax only).
 RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, bool log_softmax,
                                        TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                       SortScratch scratch);
+                                       SortScratch scratch, const RawRowSummary* summary);
+
+// Backend::convert_row_summarised's one read: src into dst (repetition_penalty's factor where
+// seen, when seen is not null) and the summary input_raw_logprobs with log_softmax computes.
+// False, with dst unusable, on NaN / +inf (the input's or the penalty's) or over 2^20 entries.
+bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
+                                const uint64_t* seen, float repetition_penalty,
+                                RawRowSummary* summary);
 
 }  // namespace lastmile::detail::cpu_selection

@@ -36,12 +36,22 @@ struct NearMax {
   float* values = nullptr;
   size_t count = 0;  // listed so far
 };
+// Where block_softmax_stats also writes the float32 row it reads (dst null: nowhere), with
+// apply_repetition_dense's factor r where bit i of `seen` is set (null: nowhere).
+struct ConvertedRow {
+  float* dst = nullptr;
+  const uint64_t* seen = nullptr;
+  float r = 1.0f;
+};
 // Softmax statistics of a caller's row divided by t, read in place, by blocks of `block`
 // entries: block_max[b] and the sum of exp(x - block_max[b]) in block_sums[b]. buffer: room for
 // one block and a vector (64 floats). Lists in *near a superset of the entries >= max +
-// near->below_max (id order). False if the row (or a quotient) holds NaN or +inf.
+// near->below_max (id order). With out.dst (t = 1 only), writes the row there on the way (the
+// statistics stay those of the caller's row). False if the row (or a quotient, or a repeated
+// entry) holds NaN or +inf.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
-                         float* buffer, float* block_max, double* block_sums, NearMax* near);
+                         float* buffer, float* block_max, double* block_sums, NearMax* near,
+                         ConvertedRow out = {});
 // compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
 // held NaN or +inf (then the list means nothing).
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,

@@ -1,6 +1,7 @@
 // lastmile — row passes for the CPU backend (Highway; STYLE §5). Each is one streaming pass over
 // a row; summation order is fixed per target (lane-wise partial sums, then lanes in order).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -558,6 +559,23 @@ HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn 
   return bad.Any(d);
 }
 
+// out.dst[start, end) scaled by the Repetition factor where seen, entry by entry (the block is
+// in L1; a history marks a few entries of it): the same products as the vector form. False if
+// one overflowed to +inf.
+inline bool repeat_seen(const ConvertedRow& out, size_t start, size_t end) {
+  const Repetition repetition(out.seen, out.r);
+  bool finite = true;
+  for (size_t w = start / 64; w * 64 < end; ++w) {
+    for (uint64_t bits = out.seen[w]; bits != 0; bits &= bits - 1) {
+      const size_t i = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+      if (i < start || i >= end) continue;
+      out.dst[i] = repetition.Scaled(out.dst[i]);
+      finite &= out.dst[i] < kInf;
+    }
+  }
+  return finite;
+}
+
 // Softmax statistics of src / t by blocks of `block` entries, in one read of src: each block is
 // converted into `buffer` (room for `block` + one vector of floats, L1-resident), its max goes to
 // block_max[b] and the sum of exp(x - that max) to block_sums[b] (0 for a block of -inf only).
@@ -567,8 +585,9 @@ HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn 
 template <bool kDivide, class Source>
 bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
                               float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                              double* HWY_RESTRICT block_sums, NearMax* near) {
+                              double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out) {
   const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
   float max_so_far = -kInf;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
@@ -576,8 +595,13 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     const bool bad = for_each_vector<kDivide>(src, start, end, t, [&](size_t i, auto v, auto) {
       max = hn::Max(max, v);
       hn::StoreU(v, d, buffer + (i - start));
+      if (out.dst == nullptr) return;
+      if (i + lanes <= end)
+        hn::StoreU(v, d, out.dst + i);
+      else
+        StoreTail(d, v, out.dst + i, end - i);
     });
-    if (bad) return false;
+    if (bad || (out.seen != nullptr && !repeat_seen(out, start, end))) return false;
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
     block_sums[b] = 0;
     if (block_max[b] == -kInf) continue;
@@ -599,12 +623,12 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                         double* HWY_RESTRICT block_sums, NearMax* near) {
+                         double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out) {
   return with_source(src, dtype, [&](auto source) {
     return t == 1.0f ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max,
-                                                       block_sums, near)
+                                                       block_sums, near, out)
                      : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max,
-                                                      block_sums, near);
+                                                      block_sums, near, out);
   });
 }
 
@@ -763,9 +787,10 @@ int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, co
   return HWY_DYNAMIC_DISPATCH(load_row_repeated)(src, dtype, dst, n, seen, r);
 }
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
-                         float* buffer, float* block_max, double* block_sums, NearMax* near) {
+                         float* buffer, float* block_max, double* block_sums, NearMax* near,
+                         ConvertedRow out) {
   return HWY_DYNAMIC_DISPATCH(block_softmax_stats)(src, dtype, n, t, block, buffer, block_max,
-                                                   block_sums, near);
+                                                   block_sums, near, out);
 }
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
                        float* values, bool* bad) {

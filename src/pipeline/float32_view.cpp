@@ -6,6 +6,8 @@
 // A row whose RequestBatch keeps its seen tokens' bitmap gets step 6's repetition factor in the
 // same pass too, when nothing in steps 3-5 could change what it scales: their masks to -inf
 // commute with it (-inf stays -inf); a logit bias or a custom processor would not.
+// Under raw_logprobs, the same read also learns the softmax terms of the caller's row, which
+// step 8 would otherwise read the row again for (Backend::convert_row_summarised).
 #include "pipeline/steps.hpp"
 
 namespace lastmile::detail {
@@ -21,10 +23,31 @@ bool repetition_folds_into_conversion(const RowStep& row) {
          p.logit_bias.empty() && row.plan.processors.empty();
 }
 
+// raw_logprobs' step 8 reads the caller's row for its softmax terms: the conversion reads it
+// anyway, and learns them on the way (unless the temperature folds in: then the row it writes is
+// not the raw one).
+bool summarises_raw_logprobs(const RowStep& row) {
+  return row.plan.raw_mode() && row.plan.logprob_values() && row.plan.needs_logprobs() &&
+         !temperature_folds_into_conversion(row);
+}
+
 }  // namespace
 
 bool convert_to_float32(RowStep& row) {
-  if (repetition_folds_into_conversion(row)) {
+  const bool repeats = repetition_folds_into_conversion(row);
+  if (summarises_raw_logprobs(row)) {
+    const int64_t bad = row.backend.convert_row_summarised(
+        row.input_row(), row.input.dtype, row.logits.data(), row.vocab_size(),
+        repeats ? row.kept_seen.data() : nullptr, row.params().repetition_penalty,
+        &row.scratch.raw_summary);
+    row.repetition_applied = repeats && bad < 0;
+    if (bad < 0) return true;
+    if (!repeats) {
+      row.failure.token_id = bad;  // the input's
+      return false;
+    }
+    // NaN / +inf: in the input, or made by the penalty? The steps apart tell, as they report.
+  } else if (repeats) {
     row.repetition_applied =
         row.backend.convert_row_repeated(row.input_row(), row.input.dtype, row.logits.data(),
                                          row.vocab_size(), row.kept_seen.data(),

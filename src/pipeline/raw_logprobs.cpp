@@ -3,7 +3,8 @@
 // caller's row (step 2 widens it into a working row of our own), so the caller's row is that
 // tensor: no snapshot is copied. Step 8 reads it through the backend, in place: the map of the
 // float32 view to the mode's values (log_softmax's terms, or the identity for raw_logits), the
-// sampled token's rank and the top-N.
+// sampled token's rank and the top-N. What step 2 learned of the row while converting it
+// (raw_logprobs' softmax terms, read once for both) is passed along.
 #include "pipeline/steps.hpp"
 
 namespace lastmile::detail {
@@ -11,7 +12,7 @@ namespace lastmile::detail {
 RawLogprobs read_raw_logprobs(RowStep& row, int64_t k, TokenId* ids, float* values) {
   return row.backend.input_raw_logprobs(row.input_row(), row.input.dtype, row.vocab_size(),
                                         row.plan.logprob_values(), row.sampled_token, k, ids,
-                                        values, row.scratch.sort());
+                                        values, row.scratch.sort(), &row.scratch.raw_summary);
 }
 
 }  // namespace lastmile::detail

@@ -39,6 +39,8 @@ struct RowScratch {
   std::vector<TokenCount> token_counts;
   TokenIndex history_index;    // history token id -> its entry in token_counts
   std::vector<uint64_t> seen;  // penalties' token bitmap; all zero between rows
+  // What step 2 learned of this row's input for a raw mode's step 8; reset for every row.
+  RawRowSummary raw_summary;
 
   void reserve(int64_t vocab_size);
   std::vector<double> histogram;

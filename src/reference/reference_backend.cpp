@@ -87,6 +87,15 @@ class ReferenceBackend final : public Backend {
     return apply_repetition_dense(dst, n, seen, repetition_penalty);  // finds the input's too
   }
 
+  // No summary: input_raw_logprobs reads the row again.
+  int64_t convert_row_summarised(const void* src, DType dtype, float* dst, int64_t n,
+                                 const uint64_t* seen, float repetition_penalty,
+                                 RawRowSummary* summary) const override {
+    summary->known = false;
+    return seen != nullptr ? convert_row_repeated(src, dtype, dst, n, seen, repetition_penalty)
+                           : convert_row(src, dtype, dst, n);
+  }
+
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
     int64_t bad = -1;
     for (int64_t i = 0; i < n; ++i) {
@@ -213,7 +222,7 @@ class ReferenceBackend final : public Backend {
   // What log_softmax, rank_of and top_n give on a snapshot of the row.
   RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                  TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                 SortScratch scratch) const override {
+                                 SortScratch scratch, const RawRowSummary*) const override {
     const RawValues values = log_softmax ? input_log_softmax(src, dtype, n) : RawValues{};
     if (k > 0) input_top_n(src, dtype, n, values, k, ids, out, scratch);
     return {values, input_rank_of(src, dtype, n, values, token_id)};

@@ -272,6 +272,75 @@ TEST_P(BackendKernels, ConvertRowRepeatedFindsInputAndOverflowedValues) {
             -1);
 }
 
+// Converting with a summary changes nothing: the row is convert_row's (repeated where seen), and
+// the raw logprobs answered from the summary are those read from the caller's row, to the bit.
+TEST_P(BackendKernels, ConvertRowSummarisedIsConvertAndTheRawLogprobsOfTheRow) {
+  std::mt19937_64 rng(13);
+  std::vector<uint16_t> halves(static_cast<size_t>(n()));
+  for (uint16_t& b : halves) b = static_cast<uint16_t>(rng() & 0xbfffu);  // finite, both signs
+  const std::vector<float> wide = logits(14);
+  std::vector<uint64_t> seen(lastmile::detail::seen_words(n()));
+  for (size_t w = 0; w < seen.size(); ++w) seen[w] = w % 3 == 0 ? 0 : w % 3 == 1 ? ~0ull : rng();
+  const int64_t k = std::min<int64_t>(n(), 5);
+  for (const bool repeated : {false, true}) {
+    for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
+      const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(wide.data())
+                                                      : static_cast<const void*>(halves.data());
+      const uint64_t* bits = repeated ? seen.data() : nullptr;
+      std::vector<float> summarised(wide.size()), plain(wide.size());
+      lastmile::detail::RawRowSummary summary;
+      EXPECT_EQ(backend().convert_row_summarised(src, dtype, summarised.data(), n(), bits, 0.7f,
+                                                 &summary),
+                -1);
+      if (repeated)
+        backend().convert_row_repeated(src, dtype, plain.data(), n(), bits, 0.7f);
+      else
+        backend().convert_row(src, dtype, plain.data(), n());
+      ASSERT_EQ(summarised, plain) << "repeated " << repeated;
+      for (const TokenId token :
+           {0, static_cast<TokenId>(n() / 2), static_cast<TokenId>(n() - 1)}) {
+        std::vector<TokenId> ids_known(k), ids_read(k);
+        std::vector<float> out_known(k), out_read(k);
+        const auto known =
+            backend().input_raw_logprobs(src, dtype, n(), true, token, k, ids_known.data(),
+                                         out_known.data(), scratch(), &summary);
+        const auto read = backend().input_raw_logprobs(src, dtype, n(), true, token, k,
+                                                       ids_read.data(), out_read.data(), scratch());
+        EXPECT_EQ(known.values.max, read.values.max);
+        EXPECT_EQ(known.values.log_sum, read.values.log_sum);
+        EXPECT_EQ(known.rank, read.rank) << "token " << token;
+        EXPECT_EQ(ids_known, ids_read);
+        EXPECT_EQ(out_known, out_read);
+      }
+    }
+  }
+}
+
+// NaN or +inf, the input's or the repetition's, anywhere: the index convert_row_repeated gives,
+// and nothing known.
+TEST_P(BackendKernels, ConvertRowSummarisedFindsInputAndOverflowedValues) {
+  const std::vector<float> x = logits(15);
+  std::vector<float> out(x.size());
+  const std::vector<uint64_t> seen(lastmile::detail::seen_words(n()), ~0ull);
+  for (const int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
+    std::vector<float> y = x;
+    lastmile::detail::RawRowSummary summary;
+    y[static_cast<size_t>(at)] = 3e38f;  // finite, +inf once scaled by 1 / 0.5
+    EXPECT_EQ(backend().convert_row_summarised(y.data(), lastmile::DType::f32, out.data(), n(),
+                                               seen.data(), 0.5f, &summary),
+              at);
+    EXPECT_FALSE(summary.known);
+    EXPECT_EQ(backend().convert_row_summarised(y.data(), lastmile::DType::f32, out.data(), n(),
+                                               nullptr, 0.5f, &summary),
+              -1);  // no repetition: finite
+    y[static_cast<size_t>(at)] = std::nanf("");
+    EXPECT_EQ(backend().convert_row_summarised(y.data(), lastmile::DType::f32, out.data(), n(),
+                                               nullptr, 1.0f, &summary),
+              at);
+    EXPECT_FALSE(summary.known);
+  }
+}
+
 TEST_P(BackendKernels, MinPKeepsTokensWithRatioAtLeastMinP) {
   std::vector<float> x = logits(5);
   const float max = *std::max_element(x.begin(), x.end());
