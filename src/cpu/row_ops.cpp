@@ -559,9 +559,8 @@ HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn 
   return bad.Any(d);
 }
 
-// out.dst[start, end) scaled by the Repetition factor where seen, entry by entry (the block is
-// in L1; a history marks a few entries of it): the same products as the vector form. False if
-// one overflowed to +inf.
+// out.dst[start, end) scaled by the Repetition factor where seen, entry by entry (targets too
+// narrow for Repetition::Where): the same products. False if one overflowed to +inf.
 inline bool repeat_seen(const ConvertedRow& out, size_t start, size_t end) {
   const Repetition repetition(out.seen, out.r);
   bool finite = true;
@@ -588,6 +587,11 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
                               double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
+  const Repetition repetition(out.seen, out.r);
+  // Vectors read their repetition mask from the bitmap (i is a multiple of the lanes); narrower
+  // targets scale entry by entry after the block.
+  const bool repeat_lanes = out.seen != nullptr && Repetition::Vectorised(d);
+  BadLanes overflowed(d);
   float max_so_far = -kInf;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
@@ -596,12 +600,17 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
       max = hn::Max(max, v);
       hn::StoreU(v, d, buffer + (i - start));
       if (out.dst == nullptr) return;
+      if (repeat_lanes) {
+        v = repetition.Where(d, i, v);  // the padded tail's -inf stays -inf
+        overflowed.Check(d, v);
+      }
       if (i + lanes <= end)
         hn::StoreU(v, d, out.dst + i);
       else
         StoreTail(d, v, out.dst + i, end - i);
     });
-    if (bad || (out.seen != nullptr && !repeat_seen(out, start, end))) return false;
+    if (bad || overflowed.Any(d)) return false;
+    if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
     block_sums[b] = 0;
     if (block_max[b] == -kInf) continue;

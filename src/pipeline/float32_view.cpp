@@ -3,9 +3,10 @@
 // is ours. A NaN or +inf is recorded and the row stops here; the sampler reports it by row.
 // A random row that steps 3-6 leave alone is divided by its temperature (step 7b) in the same
 // pass: the same bits, one read of the row (raw modes read the caller's row, not this one).
-// A row whose RequestBatch keeps its seen tokens' bitmap gets step 6's repetition factor in the
-// same pass too, when nothing in steps 3-5 could change what it scales: their masks to -inf
-// commute with it (-inf stays -inf); a logit bias or a custom processor would not.
+// A penalised row gets step 6's repetition factor in the same pass too (from its RequestBatch's
+// seen-token bitmap, or one marked from its prompt and history), when nothing in steps 3-5 could
+// change what it scales: their masks to -inf commute with it (-inf stays -inf); a logit bias or
+// a custom processor would not.
 // Under raw_logprobs, the same read also learns the softmax terms of the caller's row, which
 // step 8 would otherwise read the row again for (Backend::convert_row_summarised).
 #include "pipeline/steps.hpp"
@@ -19,8 +20,23 @@ bool temperature_folds_into_conversion(const RowStep& row) {
 
 bool repetition_folds_into_conversion(const RowStep& row) {
   const RequestParams& p = row.params();
-  return row.has_kept_counts && row.plan.any_penalties && p.repetition_penalty != 1.0f &&
-         p.logit_bias.empty() && row.plan.processors.empty();
+  return row.plan.any_penalties && p.repetition_penalty != 1.0f && p.logit_bias.empty() &&
+         row.plan.processors.empty();
+}
+
+// Sets (or clears again: the worker's bitmap is all zero between rows) the bits of the request's
+// prompt and history tokens: repetition's seen tokens (spec §7.1).
+void mark_prompt_and_history(RowStep& row, bool set) {
+  std::vector<uint64_t>& seen = row.scratch.seen;
+  const auto mark = [&](TokenId id) {
+    if (set)
+      mark_seen(seen, id);
+    else
+      seen[static_cast<size_t>(id) / 64] = 0;
+  };
+  for (TokenId id : row.request.prompt_token_ids) mark(id);
+  const History history = row.history();
+  for (size_t i = 0; i < history.size(); ++i) mark(history[i]);
 }
 
 // raw_logprobs' step 8 reads the caller's row for its softmax terms: the conversion reads it
@@ -31,15 +47,13 @@ bool summarises_raw_logprobs(const RowStep& row) {
          !temperature_folds_into_conversion(row);
 }
 
-}  // namespace
-
-bool convert_to_float32(RowStep& row) {
-  const bool repeats = repetition_folds_into_conversion(row);
+// The conversion, with repetition's factor where `seen` (null: no repetition folds in).
+bool convert(RowStep& row, const uint64_t* seen) {
+  const bool repeats = seen != nullptr;
   if (summarises_raw_logprobs(row)) {
     const int64_t bad = row.backend.convert_row_summarised(
-        row.input_row(), row.input.dtype, row.logits.data(), row.vocab_size(),
-        repeats ? row.kept_seen.data() : nullptr, row.params().repetition_penalty,
-        &row.scratch.raw_summary);
+        row.input_row(), row.input.dtype, row.logits.data(), row.vocab_size(), seen,
+        row.params().repetition_penalty, &row.scratch.raw_summary);
     row.repetition_applied = repeats && bad < 0;
     if (bad < 0) return true;
     if (!repeats) {
@@ -48,10 +62,9 @@ bool convert_to_float32(RowStep& row) {
     }
     // NaN / +inf: in the input, or made by the penalty? The steps apart tell, as they report.
   } else if (repeats) {
-    row.repetition_applied =
-        row.backend.convert_row_repeated(row.input_row(), row.input.dtype, row.logits.data(),
-                                         row.vocab_size(), row.kept_seen.data(),
-                                         row.params().repetition_penalty) < 0;
+    row.repetition_applied = row.backend.convert_row_repeated(
+                                 row.input_row(), row.input.dtype, row.logits.data(),
+                                 row.vocab_size(), seen, row.params().repetition_penalty) < 0;
     if (row.repetition_applied) return true;
     // NaN / +inf: in the input, or made by the penalty? The steps apart tell, as they report.
   }
@@ -65,6 +78,17 @@ bool convert_to_float32(RowStep& row) {
   row.failure.token_id = row.backend.convert_row(row.input_row(), row.input.dtype,
                                                  row.logits.data(), row.vocab_size());
   return !row.failed();
+}
+
+}  // namespace
+
+bool convert_to_float32(RowStep& row) {
+  if (!repetition_folds_into_conversion(row)) return convert(row, nullptr);
+  if (row.has_kept_counts) return convert(row, row.kept_seen.data());
+  mark_prompt_and_history(row, true);
+  const bool converted = convert(row, row.scratch.seen.data());
+  mark_prompt_and_history(row, false);
+  return converted;
 }
 
 }  // namespace lastmile::detail

@@ -5,9 +5,9 @@
 // Seen tokens are a bitmap: kept by a RequestBatch (updated per new token), or built here in
 // O(H) in the worker's scratch and cleared again. Repetition is one dense SIMD pass over the
 // bitmap when the history is long, else a sparse walk; frequency and presence touch the distinct
-// history tokens, counted with a token index over the history alone. A kept bitmap's repetition
-// may already be applied by step 2, while converting the row. Rows with neutral penalties
-// are exact identities and skipped; the step is skipped when no row has penalties (vLLM's
+// history tokens, counted with a token index over the history alone. Repetition is usually
+// applied by step 2 already, while converting the row (float32_view.cpp). Rows with neutral
+// penalties are exact identities and skipped; the step is skipped when no row has penalties (vLLM's
 // no_penalties).
 #include <algorithm>
 #include <limits>
