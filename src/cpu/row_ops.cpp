@@ -92,6 +92,35 @@ HWY_INLINE double LanesInDouble(D d, hn::Vec<D> v) {
   return sum;
 }
 
+// Float partial sums over at least kMinLanes lanes whatever the vector width: a narrow target
+// (4 lanes, 1 for scalar) keeps kMinLanes / lanes accumulators, taking vectors in turn, so each
+// float partial sums as few entries as on a 16-lane target (one accumulator summed 16x more
+// entries: log-sums drifted 1e-5 from the oracle's). Total: each accumulator's LanesInDouble,
+// accumulators in order; with one accumulator, LanesInDouble itself.
+template <class D, size_t kMinLanes = 16>
+struct PartialSums {
+#if HWY_HAVE_SCALABLE
+  static constexpr size_t kCount = 1;  // no arrays of sizeless vectors
+#else
+  static constexpr size_t kCount =
+      hn::MaxLanes(D()) >= kMinLanes ? 1 : kMinLanes / hn::MaxLanes(D());
+#endif
+  hn::Vec<D> sums[kCount];
+  size_t next = 0;
+  explicit PartialSums(D d) {
+    for (auto& sum : sums) sum = hn::Zero(d);
+  }
+  void Add(hn::Vec<D> v) {
+    sums[next] = hn::Add(sums[next], v);
+    next = next + 1 == kCount ? 0 : next + 1;
+  }
+  double Total(D d) const {
+    double total = LanesInDouble(d, sums[0]);
+    for (size_t k = 1; k < kCount; ++k) total += LanesInDouble(d, sums[k]);
+    return total;
+  }
+};
+
 // x[i, i + count) for count < a vector's lanes, the rest of the vector `fill`: tails go through
 // the vector code, so every entry sees the same arithmetic (ExpFlushToZero is not std::exp).
 template <class D>
@@ -144,8 +173,32 @@ struct Float16Source {
   uintptr_t Address(size_t i) const { return reinterpret_cast<uintptr_t>(x + i); }
   template <class D>
   hn::Vec<D> Whole(D d, size_t i) const {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2  // F16C: exact, infinities and NaN included
     const hn::Rebind<hwy::float16_t, D> df16;
     return hn::PromoteTo(d, hn::LoadU(df16, reinterpret_cast<const hwy::float16_t*>(x) + i));
+#else
+    return Widened(d, x + i);
+#endif
+  }
+  // binary16 -> float32 in integer arithmetic, exact for every input: the emulated PromoteTo of
+  // targets without F16C (Highway 1.0) turned +-inf into +-65536 and NaN into numbers, so NaN and
+  // +inf went unseen there. Normal: exponent rebiased (+112); inf / NaN: exponent all ones,
+  // payload kept; subnormal: the mantissa times 2^-24, exact in float32.
+  template <class D>
+  static hn::Vec<D> Widened(D d, const uint16_t* p) {
+    const hn::RebindToUnsigned<D> du;
+    const hn::RebindToSigned<D> di;
+    const auto h = hn::PromoteTo(du, hn::LoadU(hn::Rebind<uint16_t, D>(), p));
+    const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+    const auto magnitude = hn::And(h, hn::Set(du, 0x7fffu));
+    const auto exponent = hn::ShiftRight<10>(magnitude);
+    const auto normal = hn::Add(hn::ShiftLeft<13>(magnitude), hn::Set(du, 112u << 23));
+    const auto special = hn::Or(hn::ShiftLeft<13>(magnitude), hn::Set(du, 0x7f800000u));
+    const auto subnormal = hn::BitCast(
+        du, hn::Mul(hn::ConvertTo(d, hn::BitCast(di, magnitude)), hn::Set(d, 0x1p-24f)));
+    auto bits = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal, normal);
+    bits = hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), special, bits);
+    return hn::BitCast(d, hn::Or(bits, sign));
   }
   template <class D>
   hn::Vec<D> Tail(D d, size_t i, size_t count) const {
@@ -381,17 +434,11 @@ double sum_exp(const float* HWY_RESTRICT x, size_t n, float max) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
-  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  PartialSums<decltype(d), 32> sum(d);  // two accumulators on 16 lanes: independent adds
   size_t i = 0;
-  for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    sum0 = hn::Add(sum0, ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
-    sum1 = hn::Add(sum1, ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i + lanes), vmax)));
-  }
-  for (; i + lanes <= n; i += lanes)
-    sum0 = hn::Add(sum0, ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
-  if (i < n)
-    sum1 = hn::Add(sum1, ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, n - i, -kInf), vmax)));
-  return LanesInDouble(d, hn::Add(sum0, sum1));
+  for (; i + lanes <= n; i += lanes) sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
+  if (i < n) sum.Add(ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, n - i, -kInf), vmax)));
+  return sum.Total(d);
 }
 
 // x := (x - max) - log_sum.
@@ -507,21 +554,21 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
   double total = 0;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
-    auto sum = hn::Zero(d);
+    PartialSums<decltype(d)> sum(d);
     size_t i = start;
     for (; i + lanes <= end; i += lanes, prefetch += 64) {
       if (prefetch < prefetch_end)  // one line a vector, if asked
         hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
       const auto e = ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
-      sum = hn::Add(sum, e);
+      sum.Add(e);
     }
     if (i < end) {
       const auto e = ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, end - i, -kInf), vmax));
       if constexpr (kStore) StoreTail(d, e, w + i, end - i);
-      sum = hn::Add(sum, e);
+      sum.Add(e);
     }
-    block_sums[b] = LanesInDouble(d, sum);
+    block_sums[b] = sum.Total(d);
     total += block_sums[b];
   }
   return total;
@@ -692,17 +739,17 @@ double unmasked_block_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRIC
   double total = 0;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
-    auto sum = hn::Zero(d);
+    PartialSums<decltype(d)> sum(d);
     size_t i = start;
     for (; i + lanes <= end; i += lanes) {
       const auto masked = hn::Eq(hn::LoadU(d, x + i), neg_inf);
-      sum = hn::Add(sum, hn::IfThenZeroElse(masked, hn::LoadU(d, w + i)));
+      sum.Add(hn::IfThenZeroElse(masked, hn::LoadU(d, w + i)));
     }
     if (i < end) {
       const auto masked = hn::Eq(LoadTail(d, x + i, end - i, -kInf), neg_inf);
-      sum = hn::Add(sum, hn::IfThenZeroElse(masked, LoadTail(d, w + i, end - i, 0.0f)));
+      sum.Add(hn::IfThenZeroElse(masked, LoadTail(d, w + i, end - i, 0.0f)));
     }
-    block_sums[b] = LanesInDouble(d, sum);
+    block_sums[b] = sum.Total(d);
     total += block_sums[b];
   }
   return total;
@@ -719,26 +766,26 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
   const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
   size_t count = 0, i = 0;
   double below_sum = 0;
-  auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid,
-                  hn::Vec<decltype(d)>& sum) {
+  using Sums = PartialSums<decltype(d)>;
+  auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid, Sums& sum) {
     const auto below = hn::And(valid, hn::Lt(q, vlo));
-    sum = hn::Add(sum, hn::IfThenElseZero(below, q));
+    sum.Add(hn::IfThenElseZero(below, q));
     // No branch on an empty band: a third of the vectors hold band tokens, and mispredicting
     // them cost more than compressing every vector.
     const auto band = hn::And(valid, hn::AndNot(below, hn::Lt(q, vhi)));
     hn::StoreU(hn::Compress(Indices(di, at), hn::RebindMask(di, band)), di, ids + count);
     count += hn::CountTrue(d, band);
   };
-  auto flush = [&](hn::Vec<decltype(d)> sum) { below_sum += LanesInDouble(d, sum); };
+  auto flush = [&](const Sums& sum) { below_sum += sum.Total(d); };
   const auto all = hn::FirstN(d, lanes);
   while (i + lanes <= n) {
-    auto sum = hn::Zero(d);
+    Sums sum(d);
     for (size_t v = 0; v < 64 && i + lanes <= n; ++v, i += lanes)
       take(i, hn::Mul(hn::LoadU(d, w + i), vinv), all, sum);
     flush(sum);
   }
   if (i < n) {
-    auto sum = hn::Zero(d);
+    Sums sum(d);
     take(i, hn::Mul(LoadTail(d, w + i, n - i, 0.0f), vinv), hn::FirstN(d, n - i), sum);
     flush(sum);
   }
