@@ -36,12 +36,16 @@ struct Scenario {
   std::function<void(int64_t row, BatchRequest&, std::vector<TokenId>& history)> request;
   std::optional<int32_t> num_logprobs;
   bool stateful = false;  // RequestBatch::step with the request's history as its prompt
+  // Stateful: also time the same requests with no history, in turns with these (the ratio of
+  // two scenarios timed apart moved with the machine's memory speed, 1.03-1.6 for one build).
+  bool versus_empty_history = false;
   BackendKind backend = BackendKind::automatic;
 };
 
 struct Result {
   Scenario scenario;
   double ours_us = 0, roofline_us = 0, baseline_us = 0;  // per row, medians
+  double empty_history_us = 0;                           // versus_empty_history only
 };
 
 double seconds(const std::function<void()>& call) {
@@ -216,6 +220,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                 },
                 {}};
     st.stateful = true;
+    st.versus_empty_history = h > 0;
     s.push_back(st);
   }
   return s;
@@ -277,12 +282,16 @@ Result run_scenario(const Scenario& s) {
   // ratio is the figure that matters.
   std::vector<double> medians;
   if (s.stateful) {
-    RequestBatch requests(config);
+    RequestBatch requests(config), no_history(config);
     for (int64_t r = 0; r < s.batch; ++r) {
       const BatchRequest& row = batch.requests[static_cast<size_t>(r)];
       requests.add(std::to_string(r), row.params, row.prompt_token_ids);
+      no_history.add(std::to_string(r), row.params);
     }
-    medians = median_seconds_in_turns({[&] { requests.step(view); }, roofline});
+    std::vector<std::function<void()>> calls = {[&] { requests.step(view); }, roofline};
+    if (s.versus_empty_history) calls.push_back([&] { no_history.step(view); });
+    medians = median_seconds_in_turns(calls);
+    if (s.versus_empty_history) result.empty_history_us = medians[2] / rows * 1e6;
   } else {
     Sampler sampler(config);
     medians = median_seconds_in_turns({[&] { sampler.sample(view, batch); }, roofline});
@@ -384,6 +393,10 @@ int run_bench(const BenchOptions& options) {
     std::printf("\nscaling: time per call ~ batch^%.2f", fitted_exponent(by_batch));
   if (by_vocab.size() > 1) std::printf(", ~ vocab^%.2f", fitted_exponent(by_vocab));
   if (by_batch.size() > 1 || by_vocab.size() > 1) std::printf("\n");
+  for (const Result& r : results)
+    if (r.scenario.versus_empty_history)
+      std::printf("%s: %.2fx the time per step of no history (%.1f us/row; timed in turns)\n",
+                  r.scenario.name.c_str(), r.ours_us / r.empty_history_us, r.empty_history_us);
 
   if (!options.json_path.empty()) {
     const nlohmann::json doc = {{"machine",
