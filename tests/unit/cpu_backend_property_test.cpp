@@ -23,6 +23,19 @@ using lastmile::detail::SortScratch;
 const Backend& cpu() { return lastmile::detail::cpu_backend(); }
 const Backend& oracle() { return lastmile::detail::reference_backend(); }
 
+// A float32 row as the caller's logits of `dtype`: itself for fp32; else its 16-bit patterns in
+// `halves` (bf16 by truncation; f16 of row / f16_scale, scaled down to stay in f16's range).
+const void* caller_row(const std::vector<float>& row, lastmile::DType dtype,
+                       std::vector<uint16_t>& halves, float f16_scale) {
+  if (dtype == lastmile::DType::f32) return row.data();
+  halves.resize(row.size());
+  for (size_t i = 0; i < row.size(); ++i)
+    halves[i] = dtype == lastmile::DType::bf16
+                    ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
+                    : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i] / f16_scale));
+  return halves.data();
+}
+
 struct Scratch {
   std::vector<int32_t> ids;
   std::vector<float> values;
@@ -212,13 +225,8 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
     const std::vector<float> row = random_row(rng);
     const auto n = static_cast<int64_t>(row.size());
     const auto dtype = static_cast<lastmile::DType>(trial % 3);
-    std::vector<uint16_t> halves(row.size());
-    for (size_t i = 0; i < row.size(); ++i)  // bf16 by truncation; f16 from a scaled-down value
-      halves[i] = dtype == lastmile::DType::bf16
-                      ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
-                      : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i] / 8.0f));
-    const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(row.data())
-                                                    : static_cast<const void*>(halves.data());
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 8.0f);
     lastmile::detail::DrawParams params;
     params.temperature =
         trial % 4 == 0 ? 1.0f : std::uniform_real_distribution<float>(0.3f, 2.0f)(rng);
@@ -339,13 +347,8 @@ TEST(CpuBackendProperty, RawLogprobsFromTheCallersRowEqualTheOraclesSnapshot) {
                        : random_row(rng);
     const auto n = static_cast<int64_t>(row.size());
     const auto dtype = static_cast<lastmile::DType>(trial % 3 == 0 ? 0 : trial % 3);
-    std::vector<uint16_t> halves(row.size());
-    for (size_t i = 0; i < row.size(); ++i)
-      halves[i] = dtype == lastmile::DType::bf16
-                      ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
-                      : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i] / 8.0f));
-    const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(row.data())
-                                                    : static_cast<const void*>(halves.data());
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 8.0f);
     std::vector<float> logits(row.size());
     oracle().convert_row(src, dtype, logits.data(), n);
     std::vector<float> snapshot = logits;
@@ -403,13 +406,8 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
     for (float& v : row) v = body(rng);
     if (trial % 5 == 0) row[rng() % row.size()] = -kInf;
     const auto dtype = static_cast<lastmile::DType>(trial % 3);
-    std::vector<uint16_t> halves(row.size());
-    for (size_t i = 0; i < row.size(); ++i)
-      halves[i] = dtype == lastmile::DType::bf16
-                      ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
-                      : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i]));
-    const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(row.data())
-                                                    : static_cast<const void*>(halves.data());
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 1.0f);
     lastmile::detail::DrawParams params;
     params.temperature = trial % 4 == 0 ? 1.0f : 0.7f;
     params.top_k = n;
