@@ -36,16 +36,16 @@ struct Scenario {
   std::function<void(int64_t row, BatchRequest&, std::vector<TokenId>& history)> request;
   std::optional<int32_t> num_logprobs;
   bool stateful = false;  // RequestBatch::step with the request's history as its prompt
-  // Stateful: also time the same requests with no history, in turns with these (the ratio of
-  // two scenarios timed apart moved with the machine's memory speed, 1.03-1.6 for one build).
-  bool versus_empty_history = false;
+  // A twin timed in turns with this scenario, for a target that is a ratio of the two (two
+  // scenarios timed apart moved with the machine's memory speed: 1.03-1.6 for one build).
+  enum class Twin { none, empty_history, llm_shaped } twin = Twin::none;
   BackendKind backend = BackendKind::automatic;
 };
 
 struct Result {
   Scenario scenario;
   double ours_us = 0, roofline_us = 0, baseline_us = 0;  // per row, medians
-  double empty_history_us = 0;                           // versus_empty_history only
+  double twin_us = 0;                                    // the twin's, per row, median
 };
 
 double seconds(const std::function<void()>& call) {
@@ -159,6 +159,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
                {}});
+  s.back().twin = Scenario::Twin::llm_shaped;  // topp, in turns
   s.push_back({"minp",
                64,
                kLlama,
@@ -220,7 +221,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                 },
                 {}};
     st.stateful = true;
-    st.versus_empty_history = h > 0;
+    if (h > 0) st.twin = Scenario::Twin::empty_history;
     s.push_back(st);
   }
   return s;
@@ -289,13 +290,21 @@ Result run_scenario(const Scenario& s) {
       no_history.add(std::to_string(r), row.params);
     }
     std::vector<std::function<void()>> calls = {[&] { requests.step(view); }, roofline};
-    if (s.versus_empty_history) calls.push_back([&] { no_history.step(view); });
+    if (s.twin == Scenario::Twin::empty_history) calls.push_back([&] { no_history.step(view); });
     medians = median_seconds_in_turns(calls);
-    if (s.versus_empty_history) result.empty_history_us = medians[2] / rows * 1e6;
   } else {
-    Sampler sampler(config);
-    medians = median_seconds_in_turns({[&] { sampler.sample(view, batch); }, roofline});
+    Sampler sampler(config), twin_sampler(config);
+    Scenario llm_shaped = s;
+    llm_shaped.flat = false;
+    const std::vector<unsigned char> twin_bytes =
+        s.twin == Scenario::Twin::llm_shaped ? make_logits(llm_shaped) : bytes;
+    const LogitsView twin_view{twin_bytes.data(), s.batch, s.vocab, s.vocab, s.dtype};
+    std::vector<std::function<void()>> calls = {[&] { sampler.sample(view, batch); }, roofline};
+    if (s.twin == Scenario::Twin::llm_shaped)
+      calls.push_back([&] { twin_sampler.sample(twin_view, batch); });
+    medians = median_seconds_in_turns(calls);
   }
+  if (s.twin != Scenario::Twin::none) result.twin_us = medians[2] / rows * 1e6;
   result.ours_us = medians[0] / rows * 1e6;
   result.roofline_us = medians[1] / rows * 1e6;
 
@@ -393,10 +402,14 @@ int run_bench(const BenchOptions& options) {
     std::printf("\nscaling: time per call ~ batch^%.2f", fitted_exponent(by_batch));
   if (by_vocab.size() > 1) std::printf(", ~ vocab^%.2f", fitted_exponent(by_vocab));
   if (by_batch.size() > 1 || by_vocab.size() > 1) std::printf("\n");
-  for (const Result& r : results)
-    if (r.scenario.versus_empty_history)
-      std::printf("%s: %.2fx the time per step of no history (%.1f us/row; timed in turns)\n",
-                  r.scenario.name.c_str(), r.ours_us / r.empty_history_us, r.empty_history_us);
+  for (const Result& r : results) {
+    if (r.scenario.twin == Scenario::Twin::none) continue;
+    std::printf("%s: %.2fx the time of the same %s (%.1f us/row; timed in turns)\n",
+                r.scenario.name.c_str(), r.ours_us / r.twin_us,
+                r.scenario.twin == Scenario::Twin::empty_history ? "requests with no history"
+                                                                 : "on LLM-shaped logits",
+                r.twin_us);
+  }
 
   if (!options.json_path.empty()) {
     const nlohmann::json doc = {{"machine",
