@@ -293,15 +293,19 @@ Result run_scenario(const Scenario& s) {
     if (s.twin == Scenario::Twin::empty_history) calls.push_back([&] { no_history.step(view); });
     medians = median_seconds_in_turns(calls);
   } else {
-    Sampler sampler(config), twin_sampler(config);
-    Scenario llm_shaped = s;
-    llm_shaped.flat = false;
-    const std::vector<unsigned char> twin_bytes =
-        s.twin == Scenario::Twin::llm_shaped ? make_logits(llm_shaped) : bytes;
-    const LogitsView twin_view{twin_bytes.data(), s.batch, s.vocab, s.vocab, s.dtype};
+    Sampler sampler(config);
     std::vector<std::function<void()>> calls = {[&] { sampler.sample(view, batch); }, roofline};
-    if (s.twin == Scenario::Twin::llm_shaped)
-      calls.push_back([&] { twin_sampler.sample(twin_view, batch); });
+    std::optional<Sampler> twin_sampler;
+    std::vector<unsigned char> twin_bytes;
+    if (s.twin == Scenario::Twin::llm_shaped) {
+      Scenario llm_shaped = s;
+      llm_shaped.flat = false;
+      twin_bytes = make_logits(llm_shaped);
+      twin_sampler.emplace(config);
+      calls.push_back([&] {
+        twin_sampler->sample({twin_bytes.data(), s.batch, s.vocab, s.vocab, s.dtype}, batch);
+      });
+    }
     medians = median_seconds_in_turns(calls);
   }
   if (s.twin != Scenario::Twin::none) result.twin_us = medians[2] / rows * 1e6;

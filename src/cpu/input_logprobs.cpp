@@ -89,6 +89,8 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
     floor = block_max[kk - 1];
   }
   size_t listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
+  if (listed < kk)  // only an unchecked row (NaN compares false): show what there is
+    return top_n_of_list(src, dtype, values, listed, kNegInf, k, ids, out, scratch);
   uint64_t* keys = scratch.keys.data();  // select on a copy: values stay with their ids
   for (size_t i = 0; i < listed; ++i) keys[i] = orderable(scratch.values[i]);
   std::nth_element(keys, keys + kk - 1, keys + listed, std::greater<uint64_t>());
@@ -135,7 +137,11 @@ bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* 
 RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, bool log_softmax,
                                        TokenId token_id, int64_t k, TokenId* ids, float* out,
                                        SortScratch scratch, const RawRowSummary* summary) {
-  const bool summarised = log_softmax && summary != nullptr && summary->known;
+  const auto size = static_cast<size_t>(n);
+  const bool summarised =  // known, and of this row's length as far as its blocking tells
+      log_softmax && summary != nullptr && summary->known &&
+      summary->maxima.block == block_size(n) &&
+      summary->maxima.blocks == (size + summary->maxima.block - 1) / summary->maxima.block;
   BlockMaxima local;
   const BlockMaxima& maxima = summarised ? summary->maxima : local;
   RawValues values;
@@ -145,7 +151,6 @@ RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, 
     values = log_softmax_terms(src, dtype, n, &local);
   else
     caller_row_block_maxima(src, dtype, n, &local);
-  const auto size = static_cast<size_t>(n);
   const float v = values(entry(src, dtype, static_cast<size_t>(token_id)));
   const int64_t rank =
       count_blocks_at_least(src, dtype, size, maxima, smallest_with_value_at_least(values, v));
