@@ -38,7 +38,7 @@ struct Scenario {
   bool stateful = false;  // RequestBatch::step with the request's history as its prompt
   // A twin timed in turns with this scenario, for a target that is a ratio of the two (two
   // scenarios timed apart moved with the machine's memory speed: 1.03-1.6 for one build).
-  enum class Twin { none, empty_history, llm_shaped } twin = Twin::none;
+  enum class Twin { none, empty_history, llm_shaped, one_thread } twin = Twin::none;
   BackendKind backend = BackendKind::automatic;
 };
 
@@ -174,6 +174,7 @@ std::vector<Scenario> all_scenarios(int threads) {
     };
   };
   s.push_back({"serving_mix", 64, kLlama, DType::f32, false, threads, mix(kLlama), 5});
+  s.back().twin = Scenario::Twin::one_thread;  // serving_mix_1thread, in turns
   s.push_back({"serving_mix_1thread", 64, kLlama, DType::f32, false, 1, mix(kLlama), 5});
   s.push_back({"serving_mix_qwen", 64, kQwen, DType::bf16, false, threads, mix(kQwen), 5});
   s.push_back({"decode_b1",
@@ -305,6 +306,11 @@ Result run_scenario(const Scenario& s) {
       calls.push_back([&] {
         twin_sampler->sample({twin_bytes.data(), s.batch, s.vocab, s.vocab, s.dtype}, batch);
       });
+    } else if (s.twin == Scenario::Twin::one_thread) {
+      SamplerConfig one_thread = config;
+      one_thread.threads = 1;
+      twin_sampler.emplace(one_thread);
+      calls.push_back([&] { twin_sampler->sample(view, batch); });
     }
     medians = median_seconds_in_turns(calls);
   }
@@ -407,12 +413,22 @@ int run_bench(const BenchOptions& options) {
   if (by_vocab.size() > 1) std::printf(", ~ vocab^%.2f", fitted_exponent(by_vocab));
   if (by_batch.size() > 1 || by_vocab.size() > 1) std::printf("\n");
   for (const Result& r : results) {
-    if (r.scenario.twin == Scenario::Twin::none) continue;
+    const char* twin = nullptr;
+    switch (r.scenario.twin) {
+      case Scenario::Twin::none:
+        continue;
+      case Scenario::Twin::empty_history:
+        twin = "requests with no history";
+        break;
+      case Scenario::Twin::llm_shaped:
+        twin = "on LLM-shaped logits";
+        break;
+      case Scenario::Twin::one_thread:
+        twin = "on one thread";
+        break;
+    }
     std::printf("%s: %.2fx the time of the same %s (%.1f us/row; timed in turns)\n",
-                r.scenario.name.c_str(), r.ours_us / r.twin_us,
-                r.scenario.twin == Scenario::Twin::empty_history ? "requests with no history"
-                                                                 : "on LLM-shaped logits",
-                r.twin_us);
+                r.scenario.name.c_str(), r.ours_us / r.twin_us, twin, r.twin_us);
   }
 
   if (!options.json_path.empty()) {
