@@ -40,6 +40,22 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
     std::shuffle(x.begin(), x.end(), std::mt19937_64(seed));
     return x;
   }
+  // A row for the fused conversions: fp32 logits, 16-bit patterns (finite, both signs) for
+  // bf16 / fp16, and a seen-token bitmap with empty words, full words and mixed ones.
+  struct RepeatedRow {
+    std::vector<float> wide;
+    std::vector<uint16_t> halves;
+    std::vector<uint64_t> seen;
+  };
+  RepeatedRow repeated_row(uint64_t seed) const {
+    std::mt19937_64 rng(seed);
+    RepeatedRow row{logits(seed + 1), std::vector<uint16_t>(static_cast<size_t>(n())),
+                    std::vector<uint64_t>(lastmile::detail::seen_words(n()))};
+    for (uint16_t& b : row.halves) b = static_cast<uint16_t>(rng() & 0xbfffu);
+    for (size_t w = 0; w < row.seen.size(); ++w)
+      row.seen[w] = w % 3 == 0 ? 0 : w % 3 == 1 ? ~0ull : rng();
+    return row;
+  }
   SortScratch scratch() {
     ids_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0);
     values_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0.0f);
@@ -230,12 +246,10 @@ TEST_P(BackendKernels, ConvertRowDividedFindsInputAndOverflowedValues) {
 // Bit-exact, every dtype: the fused pass is convert_row then the repetition factor where the
 // bitmap is set (the oracle's scalar loop), on bitmaps with empty words, full words and mixed.
 TEST_P(BackendKernels, ConvertRowRepeatedIsConvertThenRepetition) {
-  std::mt19937_64 rng(10);
-  std::vector<uint16_t> halves(static_cast<size_t>(n()));
-  for (uint16_t& b : halves) b = static_cast<uint16_t>(rng() & 0xbfffu);  // finite, both signs
-  const std::vector<float> wide = logits(11);
-  std::vector<uint64_t> seen(lastmile::detail::seen_words(n()));
-  for (size_t w = 0; w < seen.size(); ++w) seen[w] = w % 3 == 0 ? 0 : w % 3 == 1 ? ~0ull : rng();
+  const RepeatedRow row = repeated_row(10);
+  const std::vector<float>& wide = row.wide;
+  const std::vector<uint16_t>& halves = row.halves;
+  const std::vector<uint64_t>& seen = row.seen;
   for (const float r : {1.3f, 0.7f}) {
     for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
       const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(wide.data())
@@ -275,12 +289,10 @@ TEST_P(BackendKernels, ConvertRowRepeatedFindsInputAndOverflowedValues) {
 // Converting with a summary changes nothing: the row is convert_row's (repeated where seen), and
 // the raw logprobs answered from the summary are those read from the caller's row, to the bit.
 TEST_P(BackendKernels, ConvertRowSummarisedIsConvertAndTheRawLogprobsOfTheRow) {
-  std::mt19937_64 rng(13);
-  std::vector<uint16_t> halves(static_cast<size_t>(n()));
-  for (uint16_t& b : halves) b = static_cast<uint16_t>(rng() & 0xbfffu);  // finite, both signs
-  const std::vector<float> wide = logits(14);
-  std::vector<uint64_t> seen(lastmile::detail::seen_words(n()));
-  for (size_t w = 0; w < seen.size(); ++w) seen[w] = w % 3 == 0 ? 0 : w % 3 == 1 ? ~0ull : rng();
+  const RepeatedRow row = repeated_row(13);
+  const std::vector<float>& wide = row.wide;
+  const std::vector<uint16_t>& halves = row.halves;
+  const std::vector<uint64_t>& seen = row.seen;
   const int64_t k = std::min<int64_t>(n(), 5);
   for (const bool repeated : {false, true}) {
     for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
