@@ -24,21 +24,6 @@ bool repetition_folds_into_conversion(const RowStep& row) {
          row.plan.processors.empty();
 }
 
-// Sets (or clears again: the worker's bitmap is all zero between rows) the bits of the request's
-// prompt and history tokens: repetition's seen tokens (spec §7.1).
-void mark_prompt_and_history(RowStep& row, bool set) {
-  std::vector<uint64_t>& seen = row.scratch.seen;
-  const auto mark = [&](TokenId id) {
-    if (set)
-      mark_seen(seen, id);
-    else
-      seen[static_cast<size_t>(id) / 64] = 0;
-  };
-  for (TokenId id : row.request.prompt_token_ids) mark(id);
-  const History history = row.history();
-  for (size_t i = 0; i < history.size(); ++i) mark(history[i]);
-}
-
 // raw_logprobs' step 8 reads the caller's row for its softmax terms: the conversion reads it
 // anyway, and learns them on the way (unless the temperature folds in: then the row it writes is
 // not the raw one).
@@ -85,9 +70,9 @@ bool convert(RowStep& row, const uint64_t* seen) {
 bool convert_to_float32(RowStep& row) {
   if (!repetition_folds_into_conversion(row)) return convert(row, nullptr);
   if (row.has_kept_counts) return convert(row, row.kept_seen.data());
-  mark_prompt_and_history(row, true);
+  row.mark_prompt_and_history(true);
   const bool converted = convert(row, row.scratch.seen.data());
-  mark_prompt_and_history(row, false);
+  row.mark_prompt_and_history(false);
   return converted;
 }
 

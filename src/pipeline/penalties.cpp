@@ -52,15 +52,13 @@ std::span<const TokenCount> count_history(RowStep& row) {
 void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
   std::vector<uint64_t>& seen = row.scratch.seen;
   const History history = row.history();
-  for (TokenId id : row.request.prompt_token_ids) mark_seen(seen, id);
-  for (size_t i = 0; i < history.size(); ++i) mark_seen(seen, history[i]);
+  row.mark_prompt_and_history(true);
   const size_t tokens = row.request.prompt_token_ids.size() + history.size();
   if (tokens * 16 >= static_cast<size_t>(row.vocab_size())) {  // dense: one pass, then clear
     row.record_bad_value(row.backend.apply_repetition_dense(row.logits.data(), row.vocab_size(),
                                                             seen.data(), repetition_penalty),
                          "repetition_penalty");
-    for (TokenId id : row.request.prompt_token_ids) seen[static_cast<size_t>(id) / 64] = 0;
-    for (size_t i = 0; i < history.size(); ++i) seen[static_cast<size_t>(history[i]) / 64] = 0;
+    row.mark_prompt_and_history(false);
     return;
   }
   // Sparse: the distinct tokens (each bit cleared on its first visit) through the backend's

@@ -46,4 +46,17 @@ History RowStep::history() const {
   return {request.output_token_ids, {}};
 }
 
+void RowStep::mark_prompt_and_history(bool set) {
+  std::vector<uint64_t>& seen = scratch.seen;
+  const auto mark = [&](TokenId id) {
+    if (set)
+      mark_seen(seen, id);
+    else
+      seen[static_cast<size_t>(id) / 64] = 0;
+  };
+  for (TokenId id : request.prompt_token_ids) mark(id);
+  const History tokens = history();
+  for (size_t i = 0; i < tokens.size(); ++i) mark(tokens[i]);
+}
+
 }  // namespace lastmile::detail

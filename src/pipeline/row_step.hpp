@@ -114,6 +114,9 @@ struct RowStep {
   // Whether step 8 reads the working row (processed modes); raw modes read the caller's row.
   bool logprobs_read_working_row() const { return plan.needs_logprobs() && !plan.raw_mode(); }
   History history() const;  // for penalties and bad words
+  // Sets (or clears again: the worker's bitmap is all zero between rows) the bits of scratch.seen
+  // for the prompt and history tokens: repetition's seen tokens (spec §7.1).
+  void mark_prompt_and_history(bool set);
   uint64_t stream_step() const { return request.step.value_or(request.output_token_ids.size()); }
 };
 
