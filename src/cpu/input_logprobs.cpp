@@ -91,10 +91,7 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   size_t listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
   if (listed < kk)  // only an unchecked row (NaN compares false): show what there is
     return top_n_of_list(src, dtype, values, listed, kNegInf, k, ids, out, scratch);
-  uint64_t* keys = scratch.keys.data();  // select on a copy: values stay with their ids
-  for (size_t i = 0; i < listed; ++i) keys[i] = orderable(scratch.values[i]);
-  std::nth_element(keys, keys + kk - 1, keys + listed, std::greater<uint64_t>());
-  const float v = values(from_orderable(static_cast<uint32_t>(keys[kk - 1])));
+  const float v = values(kth_listed(scratch, listed, kk));
   const float from = smallest_with_value_at_least(values, v);
   if (from < floor) listed = list_blocks_at_least(src, dtype, n, maxima, from, scratch);
   top_n_of_list(src, dtype, values, listed, v, k, ids, out, scratch);

@@ -37,6 +37,15 @@ inline TokenId key_id(uint64_t key) {
   return static_cast<TokenId>(0xffffffffu - static_cast<uint32_t>(key & 0xffffffffu));
 }
 
+// The k-th largest of scratch.values[0, count), 1 <= k <= count, duplicates counted: a selection
+// on a copy of their keys (the values stay with their ids).
+inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
+  uint64_t* keys = scratch.keys.data();
+  for (size_t i = 0; i < count; ++i) keys[i] = orderable(scratch.values[i]);
+  std::nth_element(keys, keys + k - 1, keys + count, std::greater<uint64_t>());
+  return from_orderable(static_cast<uint32_t>(keys[k - 1]));
+}
+
 // The k-th largest of n values (duplicates counted), 1 <= k <= n, without sorting them: the j-th
 // largest of 64 to 512 evenly spaced samples (sample(i) for i < n) gives a threshold expected to
 // keep about 2k entries (plus a margin); compress(threshold) lists every entry >= it in scratch.ids
@@ -75,11 +84,8 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
     const size_t count = compress(threshold);
     if (count == kNotListed) return std::nullopt;
     if (static_cast<int64_t>(count) >= k) {
-      uint64_t* keys = scratch.keys.data();  // select on a copy: values stay with their ids
-      for (size_t i = 0; i < count; ++i) keys[i] = orderable(scratch.values[i]);
-      std::nth_element(keys, keys + k - 1, keys + count, std::greater<uint64_t>());
       *candidates = count;
-      return from_orderable(static_cast<uint32_t>(keys[k - 1]));
+      return kth_listed(scratch, count, static_cast<size_t>(k));
     }
     j = j * 4 + 16;
   }
