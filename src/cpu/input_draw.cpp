@@ -26,13 +26,9 @@ namespace {
 // Entries converted and weighted at a time on the stack.
 constexpr size_t kChunk = 256;
 
-const void* entry(const void* src, DType dtype, size_t i) {
-  return static_cast<const char*>(src) + i * element_size(dtype);
-}
-
 // src[from, from + count) / t into dst; the first NaN / +inf, or -1.
 int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, float t, float* dst) {
-  return cpu::load_row(entry(src, dtype, from), dtype, dst, count, t);
+  return cpu::load_row(entry_at(src, dtype, from), dtype, dst, count, t);
 }
 
 // The smallest float v whose quotient v / t reaches threshold (division by t > 0 is monotone):
@@ -91,7 +87,7 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   bool bad[kRowChunks];
   auto list_chunk = [&](int64_t c) {
     const auto chunk = static_cast<size_t>(c);
-    counts[chunk] = cpu::compress_source(entry(src, dtype, chunks.begin(chunk)), dtype,
+    counts[chunk] = cpu::compress_source(entry_at(src, dtype, chunks.begin(chunk)), dtype,
                                          chunks.end(chunk) - chunks.begin(chunk), from,
                                          scratch.ids.data() + chunks.region(chunk),
                                          scratch.values.data() + chunks.region(chunk), &bad[chunk]);
@@ -157,7 +153,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
     cpu::ConvertedRow chunk_out = out;  // chunks begin on whole blocks: whole bitmap words
     if (out.dst != nullptr) chunk_out.dst += chunks.begin(chunk);
     if (out.seen != nullptr) chunk_out.seen += chunks.begin(chunk) / 64;
-    ok[chunk] = cpu::block_softmax_stats(entry(src, dtype, chunks.begin(chunk)), dtype,
+    ok[chunk] = cpu::block_softmax_stats(entry_at(src, dtype, chunks.begin(chunk)), dtype,
                                          chunks.end(chunk) - chunks.begin(chunk), t, row->block,
                                          buffer, block_max + first_block, row->sums + first_block,
                                          &nears[chunk], chunk_out);

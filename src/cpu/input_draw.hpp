@@ -9,6 +9,11 @@
 
 namespace lastmile::detail::cpu_selection {
 
+// The address of entry i of a caller's row of `dtype`.
+inline const void* entry_at(const void* src, DType dtype, size_t i) {
+  return static_cast<const char*>(src) + i * element_size(dtype);
+}
+
 // Entry i of a caller's row src divided by t (t = 1: not divided), in float32: the same bits
 // as the vector passes (the widening is exact, the division IEEE).
 inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {

@@ -49,9 +49,9 @@ size_t list_blocks_at_least(const void* src, DType dtype, size_t n, const BlockM
     if (maxima.max[b] < threshold) continue;
     const size_t begin = b * maxima.block, size = std::min(maxima.block, n - begin);
     bool bad = false;  // checked by step 2 or an input path
-    const size_t listed = cpu::compress_source(
-        static_cast<const char*>(src) + begin * element_size(dtype), dtype, size, threshold,
-        scratch.ids.data() + count, scratch.values.data() + count, &bad);
+    const size_t listed =
+        cpu::compress_source(entry_at(src, dtype, begin), dtype, size, threshold,
+                             scratch.ids.data() + count, scratch.values.data() + count, &bad);
     for (size_t i = count; i < count + listed; ++i) scratch.ids[i] += static_cast<int32_t>(begin);
     count += listed;
   }
@@ -65,8 +65,8 @@ int64_t count_blocks_at_least(const void* src, DType dtype, size_t n, const Bloc
   for (size_t b = 0; b < maxima.blocks; ++b) {
     if (maxima.max[b] < threshold) continue;
     const size_t begin = b * maxima.block;
-    count += cpu::count_source_at_least(static_cast<const char*>(src) + begin * element_size(dtype),
-                                        dtype, std::min(maxima.block, n - begin), threshold);
+    count += cpu::count_source_at_least(entry_at(src, dtype, begin), dtype,
+                                        std::min(maxima.block, n - begin), threshold);
   }
   return count;
 }
