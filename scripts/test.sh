@@ -43,7 +43,7 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON 
 cmake --build build-tsan -j2 --target lastmile_unit_tests lastmile_determinism_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_determinism_tests --gtest_brief=1
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_unit_tests --gtest_brief=1 \
-  --gtest_filter='CustomProcessors.*:RequestBatch*'
+  --gtest_filter='CustomProcessors.*:RequestBatch*:ThreadPool.*'
 
 echo "== ASan+UBSan build: unit (C API included), determinism and CLI error tests" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \

@@ -29,6 +29,14 @@ RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
   return {false, p.temperature, top_k, p.top_p, p.min_p};
 }
 
+// A ParallelFor that runs a row's chunks on the pool's threads.
+ParallelFor chunks_over(ThreadPool& pool) {
+  return {&pool, [](void* pool, int64_t count, void* task, void (*call)(void*, int64_t)) {
+            auto chunk = [&](int64_t i, int /*worker*/) { call(task, i); };
+            static_cast<ThreadPool*>(pool)->run(count, chunk);
+          }};
+}
+
 void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_token; }
 
 // The pipeline for one row (spec §2.1), steps 1-9. Rows are independent: any thread, any order.
@@ -62,7 +70,8 @@ SamplerImpl::SamplerImpl(SamplerConfig config)
       scratch_(pool_.num_threads()) {}
 
 void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
-                             std::span<const KeptRowState> kept, int64_t row, int worker) {
+                             std::span<const KeptRowState> kept, int64_t row, int worker,
+                             const ParallelFor& split) {
   const BatchRequest& request = batch.requests[row];
   const KeptRowState* state = kept.empty() ? nullptr : &kept[row];
   uint64_t seed = 0;
@@ -86,6 +95,7 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
                state != nullptr,
                scratch,
                out_,
+               split,
                std::span<float>(scratch.logits.data(), plan.vocab_size),
                /*greedy_token=*/0,
                /*sampled_token=*/0,
@@ -124,8 +134,16 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   reserve_scratch(batch, kept.empty());
   out_.prepare(plan);
   failures_.resize(plan.num_rows);
-  auto task = [&](int64_t row, int worker) { sample_row(plan, logits, batch, kept, row, worker); };
-  pool_.run(plan.num_rows, task);
+  if (plan.num_rows < pool_.num_threads()) {  // too few rows to share: split each row's passes
+    const ParallelFor split = chunks_over(pool_);
+    for (int64_t row = 0; row < plan.num_rows; ++row)
+      sample_row(plan, logits, batch, kept, row, /*worker=*/0, split);
+  } else {
+    auto task = [&](int64_t row, int worker) {
+      sample_row(plan, logits, batch, kept, row, worker, ParallelFor{});
+    };
+    pool_.run(plan.num_rows, task);
+  }
   for (int64_t row = 0; row < plan.num_rows; ++row) {
     const RowFailure& failure = failures_[row];
     const int64_t bad = failure.token_id;

@@ -33,7 +33,8 @@ class SamplerImpl {
  private:
   void reserve_scratch(const Batch& batch, bool counts_penalties);
   void sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
-                  std::span<const KeptRowState> kept, int64_t row, int worker);
+                  std::span<const KeptRowState> kept, int64_t row, int worker,
+                  const ParallelFor& split);
 
   SamplerConfig config_;
   const Backend& backend_;

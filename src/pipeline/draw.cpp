@@ -28,15 +28,13 @@ void draw_token(RowStep& row) {
 namespace {
 
 // draw_from_input over `src`, a caller's row (divided by `temperature` on the way) or the working
-// row (already divided: temperature 1, the same quotients). Its chunks run on the row's thread:
-// waking pooled threads for a batch with fewer rows than threads cost more than the passes on the
-// machines measured (see README Performance).
+// row (already divided: temperature 1, the same quotients), its passes split as the row allows.
 bool draw_from(RowStep& row, const void* src, DType dtype, float temperature) {
   const DrawParams params{temperature, row.sampling.top_k, row.plan.any_top_p, row.sampling.top_p,
                           row.sampling.min_p};
   const TokenId token = row.backend.draw_from_input(src, dtype, row.vocab_size(), params,
                                                     uniform_open(row.seed, row.stream_step()),
-                                                    row.scratch.sort(), ParallelFor{});
+                                                    row.scratch.sort(), row.split);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;

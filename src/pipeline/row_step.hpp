@@ -87,6 +87,9 @@ struct RowStep {
   bool has_kept_counts;
   RowScratch& scratch;
   OutputBuffers& out;
+  // How the row's passes may split over threads: over the pool when the batch has fewer rows
+  // than threads, else not at all (fixed vocab chunks: the same result either way).
+  ParallelFor split;
 
   std::span<float> logits;  // working float32 row
   TokenId greedy_token = 0;

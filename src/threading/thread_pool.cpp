@@ -1,8 +1,11 @@
-// lastmile — ThreadPool: workers sleep on a condition variable between calls and claim rows from
-// an atomic counter during one. Exceptions never leave a worker: the first is carried back to
-// the caller of run().
+// lastmile — ThreadPool: the caller and the workers claim tasks from one counter; the caller
+// waits only for tasks already claimed. After a run a worker polls for the next one for a short
+// while before it sleeps on a condition variable, so that back-to-back runs (a decode loop's
+// row split in chunks, two passes over one row) do not pay a wake-up each. Exceptions never leave
+// a worker: the first is carried back to the caller of run().
 #include "threading/thread_pool.hpp"
 
+#include <chrono>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -10,6 +13,32 @@
 #include "lastmile/error.hpp"
 
 namespace lastmile::detail {
+namespace {
+
+// How long an idle worker polls for the next run before it sleeps: long enough to span the
+// serial part between two passes of a row and between decode steps of a benchmark loop, short
+// enough that an idle engine's workers leave the cores within a tenth of a millisecond.
+constexpr auto kPollBeforeSleep = std::chrono::microseconds(100);
+
+void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Polls done() for at most kPollBeforeSleep.
+template <class Done>
+void poll_until(Done done) {
+  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+  while (!done()) {
+    for (int i = 0; i < 64; ++i) relax();
+    if (std::chrono::steady_clock::now() > until) return;
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   try {
@@ -37,59 +66,79 @@ void ThreadPool::stop_workers() {
   workers_.clear();
 }
 
-void ThreadPool::drain(int worker) {
-  for (int64_t i = next_.fetch_add(1); i < num_tasks_; i = next_.fetch_add(1)) {
-    try {
-      call_(task_, i, worker);
-    } catch (...) {
-      std::lock_guard lock(mutex_);
-      if (!error_) error_ = std::current_exception();
-      next_.store(num_tasks_);  // skip the rest
+void ThreadPool::drain(uint32_t generation, const Run& run, int worker) {
+  for (;;) {
+    uint64_t claim = claim_.load(std::memory_order_relaxed);
+    do {
+      if ((claim >> 32) != generation || static_cast<int64_t>(claim & 0xffffffffu) >= run.num_tasks)
+        return;
+    } while (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed));
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        run.call(run.task, static_cast<int64_t>(claim & 0xffffffffu), worker);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);  // skip the tasks not yet begun
+      }
+    }
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == run.num_tasks) {
+      std::lock_guard lock(mutex_);  // the caller tests finished_ under the lock: no lost wake
+      done_.notify_one();
     }
   }
 }
 
 void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call) {
-  if (workers_.empty() || num_tasks <= 1) {
+  if (workers_.empty() || num_tasks <= 1 || num_tasks > int64_t{0xffffffff}) {  // 32-bit counter
     for (int64_t i = 0; i < num_tasks; ++i) call(task, i, 0);
     return;
   }
+  Run run{task, call, num_tasks};
+  uint32_t generation = 0;
   {
     std::lock_guard lock(mutex_);
-    task_ = task;
-    call_ = call;
-    num_tasks_ = num_tasks;
-    next_.store(0);
+    generation = ++generation_;
+    run_ = run;
     error_ = nullptr;
-    busy_ = static_cast<int>(workers_.size());
-    ++generation_;
+    failed_.store(false, std::memory_order_relaxed);
+    finished_.store(0, std::memory_order_relaxed);
+    claim_.store(uint64_t{generation} << 32, std::memory_order_relaxed);
+    published_.store(generation, std::memory_order_release);
   }
-  wake_.notify_all();
-  drain(0);
+  wake_.notify_all();  // no system call when every worker is still polling
+  drain(generation, run, 0);
+  // The tasks still running were claimed by workers already awake: poll for them before sleeping.
+  auto finished = [&] { return finished_.load(std::memory_order_acquire) == num_tasks; };
+  poll_until(finished);
   std::exception_ptr error;
   {
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
+    done_.wait(lock, finished);
     error = std::exchange(error_, nullptr);
   }
   if (error) std::rethrow_exception(error);
 }
 
+// Polls for a generation other than `seen`, then sleeps until one comes; false when stopping.
+bool ThreadPool::wait_for_run(uint32_t seen) {
+  poll_until([&] { return published_.load(std::memory_order_acquire) != seen; });
+  std::unique_lock lock(mutex_);
+  wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+  return !stopping_;
+}
+
 void ThreadPool::work(int worker) {
-  uint64_t seen = 0;
-  for (;;) {
-    {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-    }
-    drain(worker);
+  uint32_t seen = 0;
+  while (wait_for_run(seen)) {
+    Run run;
     {
       std::lock_guard lock(mutex_);
-      --busy_;
+      seen = generation_;
+      run = run_;
     }
-    done_.notify_one();
+    drain(seen, run, worker);
   }
 }
 

@@ -1,6 +1,8 @@
-// lastmile — a fixed pool of worker threads that run the rows of one call.
-// Which worker runs which row is left to chance; no result may depend on it (rows are
-// independent and every random number is keyed by request, DESIGN "Randomness").
+// lastmile — a fixed pool of worker threads that run the tasks of one call: the rows of a batch,
+// or the vocab chunks of a row when a batch has fewer rows than threads.
+// Which worker runs which task is left to chance; no result may depend on it (rows are
+// independent, every random number is keyed by request, and a row's chunks merge in chunk order:
+// DESIGN "Randomness").
 #pragma once
 
 #include <atomic>
@@ -25,8 +27,10 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls task(i, worker) once for each i in [0, num_tasks), worker in [0, num_threads()), and
-  // returns when every call has returned. If a call throws, the remaining tasks are skipped and
-  // the first exception is rethrown here, after all workers are idle. Allocates nothing.
+  // returns when every call has returned. If a call throws, the tasks not yet begun are skipped
+  // and the first exception is rethrown here. The caller runs tasks too, so a run never waits
+  // for a worker to wake: a worker that comes late finds the tasks taken. Allocates nothing.
+  // One run at a time (the Sampler's calls are not concurrent).
   template <typename Task>
   void run(int64_t num_tasks, Task& task) {
     run_erased(num_tasks, &task, [](void* t, int64_t i, int w) { (*static_cast<Task*>(t))(i, w); });
@@ -34,23 +38,33 @@ class ThreadPool {
 
  private:
   using Erased = void (*)(void*, int64_t, int);
+  struct Run {
+    void* task = nullptr;
+    Erased call = nullptr;
+    int64_t num_tasks = 0;
+  };
   void run_erased(int64_t num_tasks, void* task, Erased call);
   void work(int worker);
-  void drain(int worker);
+  bool wait_for_run(uint32_t seen);
+  void drain(uint32_t generation, const Run& run, int worker);
   void stop_workers();
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int busy_ = 0;
+  // Under mutex_: the current run and its generation, its first exception, stopping.
+  Run run_;
+  uint32_t generation_ = 0;
   bool stopping_ = false;
-  void* task_ = nullptr;
-  Erased call_ = nullptr;
-  int64_t num_tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::exception_ptr error_;  // the first exception of the current run
+  std::exception_ptr error_;
+  // The generation a worker polls before it sleeps, and the task counter of the current run:
+  // generation << 32 | next task index. A worker claims a task only in the generation it woke
+  // for, so a late one never runs a task of the next run with the previous run's callable.
+  std::atomic<uint32_t> published_{0};
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> finished_{0};
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace lastmile::detail

@@ -1,0 +1,88 @@
+// ThreadPool (src/threading/thread_pool.hpp): each task runs once, on a valid worker, with the
+// callable of its own run, whether workers are polling, asleep or late; the first exception comes
+// back to the caller and the pool stays usable.
+#include "threading/thread_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace lastmile_test {
+namespace {
+
+using lastmile::detail::ThreadPool;
+
+// Runs `tasks` tasks tagged `tag`; each writes the tag at its index. Returns whether every index
+// below tasks got the tag exactly once, none above it was written, and workers were in range.
+bool tagged_run(ThreadPool& pool, int64_t tasks, int tag, std::vector<std::atomic<int>>& hits) {
+  for (auto& h : hits) h.store(0);
+  std::atomic<bool> bad_worker{false};
+  auto task = [&](int64_t i, int worker) {
+    if (worker < 0 || worker >= pool.num_threads()) bad_worker = true;
+    hits[static_cast<size_t>(i)].fetch_add(tag);
+  };
+  pool.run(tasks, task);
+  for (int64_t i = 0; i < static_cast<int64_t>(hits.size()); ++i)
+    if (hits[static_cast<size_t>(i)].load() != (i < tasks ? tag : 0)) return false;
+  return !bad_worker;
+}
+
+TEST(ThreadPool, BackToBackRunsRunEachTaskOnceWithTheirOwnCallable) {
+  // Runs follow each other while workers still poll or finish the previous one's claims: a late
+  // worker must not run a task of the next run, nor an index past the run's count.
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(64);
+  for (int r = 0; r < 20000; ++r) {
+    const int64_t tasks = 2 + r % 61;
+    ASSERT_TRUE(tagged_run(pool, tasks, 1 + r % 7, hits)) << "run " << r << ", " << tasks;
+  }
+}
+
+TEST(ThreadPool, RunsAfterTheWorkersSleepStillRunEveryTask) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> hits(16);
+  for (int r = 0; r < 20; ++r) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // past the workers' polling
+    ASSERT_TRUE(tagged_run(pool, 16, 3, hits)) << "run " << r;
+  }
+}
+
+TEST(ThreadPool, FirstExceptionComesBackAndThePoolStaysUsable) {
+  ThreadPool pool(3);
+  std::atomic<int> ran{0};
+  auto throwing = [&](int64_t i, int) {
+    ran.fetch_add(1);
+    if (i == 5) throw std::runtime_error("task 5");
+  };
+  EXPECT_THROW(
+      {
+        try {
+          pool.run(40, throwing);
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "task 5");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_GE(ran.load(), 6);
+  std::vector<std::atomic<int>> hits(40);
+  EXPECT_TRUE(tagged_run(pool, 40, 2, hits));
+}
+
+TEST(ThreadPool, OneThreadRunsTasksInOrderOnTheCaller) {
+  ThreadPool pool(1);
+  std::vector<int64_t> order;
+  auto task = [&](int64_t i, int worker) {
+    EXPECT_EQ(worker, 0);
+    order.push_back(i);
+  };
+  pool.run(5, task);
+  EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace lastmile_test
