@@ -136,8 +136,9 @@ class Backend {
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
   // row_argmax of a caller's unchecked float32 row, in one read: *first_bad gets the first
-  // NaN / +inf index, or -1.
-  virtual TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad) const = 0;
+  // NaN / +inf index, or -1. `parallel` may split the read (fixed vocab chunks: the same token).
+  virtual TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad,
+                                 const ParallelFor& parallel) const = 0;
   virtual float row_max(const float* x, int64_t n) const = 0;
 
   // x := log_softmax(x) in float32 as torch computes it: (x - max) - log(sum(exp(x - max))).

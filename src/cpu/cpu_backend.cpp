@@ -66,8 +66,30 @@ class CpuBackend final : public Backend {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
   }
 
-  TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad) const override {
-    return static_cast<TokenId>(cpu::argmax_checked(x, static_cast<size_t>(n), first_bad));
+  // Rows of more than kMinChunk entries are read in up to kChunks fixed chunks; their maxima
+  // merge in chunk order (an earlier chunk wins a tie: the lowest index), as do first NaN / +inf.
+  TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad,
+                         const ParallelFor& parallel) const override {
+    constexpr size_t kChunks = 8, kMinChunk = 16384;
+    const auto size = static_cast<size_t>(n);
+    const size_t chunk = std::max(kMinChunk, (size + kChunks - 1) / kChunks);
+    const size_t count = (size + chunk - 1) / chunk;
+    if (count <= 1) return static_cast<TokenId>(cpu::argmax_checked(x, size, first_bad));
+    int64_t best[kChunks], bad[kChunks];
+    auto read_chunk = [&](int64_t c) {
+      const size_t from = static_cast<size_t>(c) * chunk;
+      best[c] = static_cast<int64_t>(from) +
+                cpu::argmax_checked(x + from, std::min(chunk, size - from), &bad[c]);
+      if (bad[c] >= 0) bad[c] += static_cast<int64_t>(from);
+    };
+    parallel(static_cast<int64_t>(count), read_chunk);
+    int64_t at = best[0];
+    *first_bad = -1;
+    for (size_t c = 0; c < count && *first_bad < 0; ++c) *first_bad = bad[c];
+    if (*first_bad >= 0) return 0;  // as the unsplit read
+    for (size_t c = 1; c < count; ++c)
+      if (x[best[c]] > x[at]) at = best[c];
+    return static_cast<TokenId>(at);
   }
 
   float row_max(const float* x, int64_t n) const override {

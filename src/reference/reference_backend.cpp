@@ -112,7 +112,8 @@ class ReferenceBackend final : public Backend {
     return static_cast<TokenId>(best);
   }
 
-  TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad) const override {
+  TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad,
+                         const ParallelFor&) const override {
     *first_bad = find_nan_or_inf(x, n);
     return *first_bad >= 0 ? 0 : row_argmax(x, n);
   }

@@ -139,27 +139,42 @@ TEST_P(BackendKernels, ArgmaxIsTheLowestIndexOfTheMaximum) {
   EXPECT_EQ(backend().row_max(flat.data(), n()), -kInf);
 }
 
+// Runs a row's chunks last to first, as threads might finish them.
+void run_backwards(void*, int64_t count, void* task, void (*call)(void*, int64_t)) {
+  for (int64_t i = count - 1; i >= 0; --i) call(task, i);
+}
+
 // The one-read greedy path: the same argmax as row_argmax for every position of the maximum and
-// of ties, and the first NaN / +inf reported wherever it sits (vector body or scalar tail).
+// of ties, and the first NaN / +inf reported wherever it sits (vector body, scalar tail, another
+// chunk of a split read), whether the chunks run in order or last to first.
 TEST_P(BackendKernels, ArgmaxCheckedMatchesArgmaxAndFindsTheFirstBadValue) {
-  std::vector<float> x = logits(21);
+  const lastmile::detail::ParallelFor backwards{nullptr, &run_backwards};
   int64_t bad = 7;
+  auto argmax_checked = [&](const std::vector<float>& y) {
+    int64_t bad_backwards = 7;
+    const TokenId at = backend().argmax_checked(y.data(), n(), &bad, {});
+    EXPECT_EQ(backend().argmax_checked(y.data(), n(), &bad_backwards, backwards), at);
+    EXPECT_EQ(bad_backwards, bad);
+    return at;
+  };
+  std::vector<float> x = logits(21);
   for (int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
     std::vector<float> y = x;
     y[at] = 10.0f;
-    if (at + 17 < n()) y[at + 17] = 10.0f;  // a later tie loses
-    EXPECT_EQ(backend().argmax_checked(y.data(), n(), &bad), at);
+    if (at + 17 < n()) y[at + 17] = 10.0f;  // a later tie loses,
+    y[n() - 1] = 10.0f;                     // in the last chunk too
+    EXPECT_EQ(argmax_checked(y), at);
     EXPECT_EQ(bad, -1);
     EXPECT_EQ(backend().row_argmax(y.data(), n()), at);
   }
   std::vector<float> flat(static_cast<size_t>(n()), -kInf);
-  EXPECT_EQ(backend().argmax_checked(flat.data(), n(), &bad), 0);
+  EXPECT_EQ(argmax_checked(flat), 0);
   EXPECT_EQ(bad, -1);
   for (int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
     std::vector<float> y = x;
     y[at] = at % 2 ? kInf : std::nanf("");
     if (at + 1 < n()) y[n() - 1] = std::nanf("");  // a later bad value is not the first
-    backend().argmax_checked(y.data(), n(), &bad);
+    argmax_checked(y);
     EXPECT_EQ(bad, at);
   }
 }
