@@ -188,10 +188,12 @@ class Backend {
   // the number of entries whose value is >= token_id's (its rank, as rank_of), and top_n of the
   // values: the k largest, descending, equal values in ascending id order, into ids / out.
   // `summary`: what convert_row_summarised learned of src (log_softmax only), or null.
+  // `parallel` may split the reads (fixed vocab chunks: the same values).
   virtual RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                          TokenId token_id, int64_t k, TokenId* ids, float* out,
                                          SortScratch scratch,
-                                         const RawRowSummary* summary = nullptr) const = 0;
+                                         const RawRowSummary* summary = nullptr,
+                                         const ParallelFor& parallel = {}) const = 0;
 
   // Spec §7.2: repetition (prompt or output), then frequency and presence (output), sparse.
   virtual void apply_penalties(float* x, std::span<const TokenCount> counts,

@@ -152,9 +152,10 @@ class CpuBackend final : public Backend {
 
   RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                  TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                 SortScratch scratch, const RawRowSummary* summary) const override {
+                                 SortScratch scratch, const RawRowSummary* summary,
+                                 const ParallelFor& parallel) const override {
     return raw_logprobs_of_caller_row(src, dtype, n, log_softmax, token_id, k, ids, out, scratch,
-                                      summary);
+                                      summary, parallel);
   }
 
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,

@@ -176,10 +176,10 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
 }  // namespace
 
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
-                        BlockMaxima* maxima, cpu::ConvertedRow out) {
+                        BlockMaxima* maxima, cpu::ConvertedRow out, const ParallelFor& parallel) {
   cpu::NearMax none;
   RowSoftmax row;
-  if (!row_softmax(src, dtype, static_cast<size_t>(n), 1.0f, &none, &row, ParallelFor{}, out))
+  if (!row_softmax(src, dtype, static_cast<size_t>(n), 1.0f, &none, &row, parallel, out))
     return false;
   *max = row.max;
   *total = row.total;

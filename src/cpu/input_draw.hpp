@@ -43,8 +43,10 @@ static_assert(BlockMaxima::kMaxBlocks == kMaxBlocks, "block maxima are the rows'
 // The max of a caller's float32 view, the sum of exp(x - max) over it and its block maxima
 // (blocks of block_size(n)), in one read by blocks, writing the row to out.dst on the way if
 // asked; false on a NaN / +inf (or one made by out's repetition) or a vocabulary over 2^20.
+// `parallel` may split the read (fixed vocab chunks: the same results).
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
-                        BlockMaxima* maxima, cpu::ConvertedRow out = {});
+                        BlockMaxima* maxima, cpu::ConvertedRow out = {},
+                        const ParallelFor& parallel = {});
 // The block maxima alone, of a NaN-free row.
 void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima);
 

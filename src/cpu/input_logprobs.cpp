@@ -104,10 +104,11 @@ RawValues log_softmax_map(float max, double total) {
 
 // log_softmax's max and log-sum of the caller's float32 view, with its block maxima: block
 // statistics in one read, or (over 2^20 entries) plainly.
-RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima* maxima) {
+RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
+                            const ParallelFor& parallel) {
   float max = kNegInf;
   double total = 0;
-  if (!caller_row_softmax(src, dtype, n, &max, &total, maxima)) {
+  if (!caller_row_softmax(src, dtype, n, &max, &total, maxima, {}, parallel)) {
     caller_row_block_maxima(src, dtype, n, maxima);
     const auto size = static_cast<size_t>(n);
     for (size_t i = 0; i < size; ++i) max = std::max(max, entry(src, dtype, i));
@@ -133,7 +134,8 @@ bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* 
 
 RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, bool log_softmax,
                                        TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                       SortScratch scratch, const RawRowSummary* summary) {
+                                       SortScratch scratch, const RawRowSummary* summary,
+                                       const ParallelFor& parallel) {
   const auto size = static_cast<size_t>(n);
   const bool summarised =  // known, and of this row's length as far as its blocking tells
       log_softmax && summary != nullptr && summary->known &&
@@ -145,7 +147,7 @@ RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, 
   if (summarised)
     values = summary->values;
   else if (log_softmax)
-    values = log_softmax_terms(src, dtype, n, &local);
+    values = log_softmax_terms(src, dtype, n, &local, parallel);
   else
     caller_row_block_maxima(src, dtype, n, &local);
   const float v = values(entry(src, dtype, static_cast<size_t>(token_id)));

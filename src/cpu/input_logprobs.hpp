@@ -9,7 +9,8 @@ namespace lastmile::detail::cpu_selection {
 // `summary`, when known, is summarise_while_converting's of src (log_softmax only).
 RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, bool log_softmax,
                                        TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                       SortScratch scratch, const RawRowSummary* summary);
+                                       SortScratch scratch, const RawRowSummary* summary,
+                                       const ParallelFor& parallel);
 
 // Backend::convert_row_summarised's one read: src into dst (repetition_penalty's factor where
 // seen, when seen is not null) and the summary input_raw_logprobs with log_softmax computes.

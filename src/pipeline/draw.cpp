@@ -28,13 +28,17 @@ void draw_token(RowStep& row) {
 namespace {
 
 // draw_from_input over `src`, a caller's row (divided by `temperature` on the way) or the working
-// row (already divided: temperature 1, the same quotients), its passes split as the row allows.
-bool draw_from(RowStep& row, const void* src, DType dtype, float temperature) {
+// row (already divided: temperature 1, the same quotients). `split`: how its passes may split.
+// Only a caller's row is read by other threads: the working row was just written by this one,
+// and handing its cache lines to another core cost more than the split saved (README
+// Performance).
+bool draw_from(RowStep& row, const void* src, DType dtype, float temperature,
+               const ParallelFor& split) {
   const DrawParams params{temperature, row.sampling.top_k, row.plan.any_top_p, row.sampling.top_p,
                           row.sampling.min_p};
   const TokenId token = row.backend.draw_from_input(src, dtype, row.vocab_size(), params,
                                                     uniform_open(row.seed, row.stream_step()),
-                                                    row.scratch.sort(), row.split);
+                                                    row.scratch.sort(), split);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;
@@ -45,20 +49,20 @@ bool draw_from(RowStep& row, const void* src, DType dtype, float temperature) {
 bool draw_token_from_input(RowStep& row) {
   if (row.sampling.greedy || row.logprobs_read_working_row() || row.edited_before_sampling())
     return false;
-  return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature);
+  return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature, row.split);
 }
 
 bool draw_token_from_working_row(RowStep& row) {
   if (row.sampling.greedy || row.logprobs_read_working_row() || !row.edited_before_sampling() ||
       !row.plan.processors.empty())
     return false;
-  return draw_from(row, row.logits.data(), DType::f32, row.sampling.temperature);
+  return draw_from(row, row.logits.data(), DType::f32, row.sampling.temperature, ParallelFor{});
 }
 
 bool draw_token_as_from_input(RowStep& row) {
   if (row.sampling.greedy || !row.logprobs_read_working_row() || !row.plan.processors.empty())
     return false;
-  return draw_from(row, row.logits.data(), DType::f32, 1.0f);
+  return draw_from(row, row.logits.data(), DType::f32, 1.0f, ParallelFor{});
 }
 
 }  // namespace lastmile::detail

@@ -10,9 +10,9 @@
 namespace lastmile::detail {
 
 RawLogprobs read_raw_logprobs(RowStep& row, int64_t k, TokenId* ids, float* values) {
-  return row.backend.input_raw_logprobs(row.input_row(), row.input.dtype, row.vocab_size(),
-                                        row.plan.logprob_values(), row.sampled_token, k, ids,
-                                        values, row.scratch.sort(), &row.scratch.raw_summary);
+  return row.backend.input_raw_logprobs(
+      row.input_row(), row.input.dtype, row.vocab_size(), row.plan.logprob_values(),
+      row.sampled_token, k, ids, values, row.scratch.sort(), &row.scratch.raw_summary, row.split);
 }
 
 }  // namespace lastmile::detail

@@ -87,8 +87,9 @@ struct RowStep {
   bool has_kept_counts;
   RowScratch& scratch;
   OutputBuffers& out;
-  // How the row's passes may split over threads: over the pool when the batch has fewer rows
-  // than threads, else not at all (fixed vocab chunks: the same result either way).
+  // How the row's reads of the caller's row may split over threads (the input draw and argmax,
+  // raw logprobs): over the pool when the batch has fewer rows than threads, else not at all.
+  // Fixed vocab chunks: the same result either way. Passes over the working row never split.
   ParallelFor split;
 
   std::span<float> logits;  // working float32 row

@@ -223,7 +223,8 @@ class ReferenceBackend final : public Backend {
   // What log_softmax, rank_of and top_n give on a snapshot of the row.
   RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                  TokenId token_id, int64_t k, TokenId* ids, float* out,
-                                 SortScratch scratch, const RawRowSummary*) const override {
+                                 SortScratch scratch, const RawRowSummary*,
+                                 const ParallelFor&) const override {
     const RawValues values = log_softmax ? input_log_softmax(src, dtype, n) : RawValues{};
     if (k > 0) input_top_n(src, dtype, n, values, k, ids, out, scratch);
     return {values, input_rank_of(src, dtype, n, values, token_id)};

@@ -2,6 +2,7 @@
 // logprobs whatever its row, its companions, the batch size (1, 3, 99) or the thread count
 // (1, 2, 3), at vocab 111 and 32001.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <set>
 #include <string>
@@ -212,43 +213,91 @@ std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int 
   return {out.begin(), out.end()};
 }
 
-// Rows that no step edits and no logprob reads are drawn straight from the caller's logits, in
-// fixed vocab chunks. A seeded request of each shape draws the same tokens alone on 1, 2 or 3
-// threads and in a batch of 4 on 2 threads.
-TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsDrawTheSameTokens) {
-  const int64_t vocab = 32001;
+// A batch with fewer rows than threads splits each row's passes in fixed vocab chunks over the
+// threads: the input draw and argmax, the conversion (with the repetition factor, with the
+// temperature, or learning raw log_softmax's terms) and raw logprobs read in place. A seeded
+// request of each shape gets the same tokens and logprobs alone on 1, 2 or 3 threads and in a
+// batch of 4 on 2 threads (rows not split). fp32 and bf16 rows; no, raw and processed logprobs.
+TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsGiveTheSameTokensAndLogprobs) {
+  const int64_t vocab = 40001;  // three chunks of the conversion, several of the draw
+  // Head tokens (every 211th is raised below) in each chunk, so that the penalties move draws.
+  const std::vector<TokenId> history = {1055, 16880, 16880, 31650, 37980, 40001 - 1};
   auto shape = [](int kind) {
     RequestParams p = random_params(77 + static_cast<uint64_t>(kind), 0.9f);
     if (kind == 1) p.min_p = 0.05f;
     if (kind == 2) p.top_k = 40, p.top_p = 0.9f;
     if (kind == 3) p.top_p = 0.7f;
+    if (kind == 4) p.repetition_penalty = 1.3f, p.frequency_penalty = 0.2f;  // the steps
+    if (kind == 5) p.temperature = 0.0f;                                     // greedy
+    if (kind == 6) p.repetition_penalty = 0.8f, p.temperature = 0.0f;
+    if (kind == 7) p.logit_bias = {{3, 2.0f}};  // converted with the temperature
     return p;
   };
   std::vector<float> peaked = lcg_logits(static_cast<size_t>(vocab), 99, -5.0f, 5.0f);
   for (size_t i = 0; i < peaked.size(); i += 211) peaked[i] += 8.0f;  // a head, so top-p lists
-  for (int kind = 0; kind < 4; ++kind) {
-    auto tokens = [&](int64_t batch_size, int threads) {
-      Sampler sampler(make_config(vocab, batch_size, LogprobsMode::raw_logprobs, threads));
-      std::vector<float> logits;
-      Batch batch;
-      for (int64_t row = 0; row < batch_size; ++row) {
-        logits.insert(logits.end(), peaked.begin(), peaked.end());
-        batch.requests.emplace_back().params = shape(kind);
+  std::vector<uint16_t> peaked_bf16(peaked.size());
+  for (size_t i = 0; i < peaked.size(); ++i) {  // the upper half of a float is a bf16
+    uint32_t bits = 0;
+    std::memcpy(&bits, &peaked[i], sizeof bits);
+    peaked_bf16[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  struct Run {
+    std::vector<TokenId> tokens, top_ids;
+    std::vector<float> top_logprobs;
+    std::vector<int64_t> ranks;
+    bool operator==(const Run&) const = default;
+  };
+  for (int kind = 0; kind < 8; ++kind) {
+    for (const int logprobs : {0, 1, 2}) {  // none, raw, processed
+      for (const bool bf16 : {false, true}) {
+        auto run = [&](int64_t batch_size, int threads) {
+          Sampler sampler(make_config(
+              vocab, batch_size,
+              logprobs == 2 ? LogprobsMode::processed_logprobs : LogprobsMode::raw_logprobs,
+              threads));
+          std::vector<float> logits;
+          std::vector<uint16_t> halves;
+          Batch batch;
+          if (logprobs > 0) batch.num_logprobs = 3;
+          for (int64_t row = 0; row < batch_size; ++row) {
+            logits.insert(logits.end(), peaked.begin(), peaked.end());
+            halves.insert(halves.end(), peaked_bf16.begin(), peaked_bf16.end());
+            BatchRequest& r = batch.requests.emplace_back();
+            r.params = shape(kind);
+            r.prompt_token_ids = history;
+            r.output_token_ids = std::span<const TokenId>(history).last(3);
+          }
+          Run result;
+          const int64_t last = batch_size - 1;
+          for (int64_t step = 0; step < 12; ++step) {
+            for (BatchRequest& r : batch.requests) r.step = step;
+            const LogitsView view = bf16 ? LogitsView::bf16(halves.data(), batch_size, vocab)
+                                         : LogitsView::f32(logits.data(), batch_size, vocab);
+            const SamplerOutput& out = sampler.sample(view, batch);
+            result.tokens.push_back(out.sampled_token_ids[last]);
+            if (logprobs == 0) continue;
+            const auto w = static_cast<size_t>(out.logprobs.width);
+            const auto from = static_cast<size_t>(last) * w;
+            result.top_ids.insert(result.top_ids.end(), out.logprobs.token_ids.begin() + from,
+                                  out.logprobs.token_ids.begin() + from + w);
+            result.top_logprobs.insert(result.top_logprobs.end(),
+                                       out.logprobs.logprobs.begin() + from,
+                                       out.logprobs.logprobs.begin() + from + w);
+            result.ranks.push_back(out.logprobs.ranks[last]);
+          }
+          return result;
+        };
+        const std::string what = "kind " + std::to_string(kind) + " logprobs " +
+                                 std::to_string(logprobs) + " bf16 " + std::to_string(bf16);
+        const Run alone = run(1, 1);
+        EXPECT_TRUE(run(1, 2) == alone) << what;
+        EXPECT_TRUE(run(1, 3) == alone) << what;
+        EXPECT_TRUE(run(4, 2) == alone) << what;
+        if (kind < 5) {  // random rows move
+          EXPECT_GT(std::set<TokenId>(alone.tokens.begin(), alone.tokens.end()).size(), 2u) << what;
+        }
       }
-      std::vector<TokenId> drawn;
-      for (int64_t step = 0; step < 30; ++step) {
-        for (BatchRequest& r : batch.requests) r.step = step;
-        const SamplerOutput& out =
-            sampler.sample(LogitsView::f32(logits.data(), batch_size, vocab), batch);
-        drawn.push_back(out.sampled_token_ids[batch_size - 1]);
-      }
-      return drawn;
-    };
-    const std::vector<TokenId> alone = tokens(1, 1);
-    EXPECT_EQ(tokens(1, 2), alone) << "kind " << kind;
-    EXPECT_EQ(tokens(1, 3), alone) << "kind " << kind;
-    EXPECT_EQ(tokens(4, 2), alone) << "kind " << kind;
-    EXPECT_GT(std::set<TokenId>(alone.begin(), alone.end()).size(), 2u) << "kind " << kind;
+    }
   }
 }
 

@@ -387,6 +387,17 @@ TEST(CpuBackendProperty, RawLogprobsFromTheCallersRowEqualTheOraclesSnapshot) {
         oracle().top_n(fast_active.data(), n, shown, ids.data(), out.data(), b.get(row.size()));
         EXPECT_EQ(ids_fast, ids) << "trial " << trial << " log_softmax " << log_softmax;
         EXPECT_EQ(out_fast, out) << "trial " << trial << " log_softmax " << log_softmax;
+        // The row's chunks run last to first: the same values (a split never changes a result).
+        std::vector<TokenId> ids_split(shown);
+        std::vector<float> out_split(shown);
+        const auto split =
+            cpu().input_raw_logprobs(src, dtype, n, log_softmax, token, shown, ids_split.data(),
+                                     out_split.data(), a.get(row.size()), nullptr, kBackwards);
+        EXPECT_EQ(split.values.max, fast.values.max) << "trial " << trial;
+        EXPECT_EQ(split.values.log_sum, fast.values.log_sum) << "trial " << trial;
+        EXPECT_EQ(split.rank, fast.rank) << "trial " << trial;
+        EXPECT_EQ(ids_split, ids_fast) << "trial " << trial;
+        EXPECT_EQ(out_split, out_fast) << "trial " << trial;
       }
     }
   }
