@@ -185,6 +185,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                {}});
+  s.back().twin = Scenario::Twin::one_thread;  // one row split over the threads, in turns
   for (int64_t b : {1, 4, 16, 64, 256})
     s.push_back({"scaling_b" + std::to_string(b),
                  b,
