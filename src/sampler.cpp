@@ -29,12 +29,23 @@ RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
   return {false, p.temperature, top_k, p.top_p, p.min_p};
 }
 
-// A ParallelFor that runs a row's chunks on the pool's threads.
+// A ParallelFor that runs a row's chunks on the pool's threads (which then poll for the row's
+// next pass).
 ParallelFor chunks_over(ThreadPool& pool) {
   return {&pool, [](void* pool, int64_t count, void* task, void (*call)(void*, int64_t)) {
             auto chunk = [&](int64_t i, int /*worker*/) { call(task, i); };
-            static_cast<ThreadPool*>(pool)->run(count, chunk);
+            static_cast<ThreadPool*>(pool)->run(count, chunk, ThreadPool::Idle::poll);
           }};
+}
+
+// Whether the rows run one after another, each split over the threads, rather than side by side:
+// a lone row always; a few rows only if each leaves two threads or more to itself and all of
+// them split (a row the steps edit does not, and would lose the thread it had).
+bool split_rows(const BatchPlan& plan, const Batch& batch, DType dtype, int threads) {
+  if (plan.num_rows == 1) return true;
+  if (plan.num_rows * 2 > threads) return false;
+  return std::all_of(batch.requests.begin(), batch.requests.end(),
+                     [&](const BatchRequest& r) { return reads_only_callers_row(plan, r, dtype); });
 }
 
 void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_token; }
@@ -134,7 +145,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   reserve_scratch(batch, kept.empty());
   out_.prepare(plan);
   failures_.resize(plan.num_rows);
-  if (plan.num_rows < pool_.num_threads()) {  // too few rows to share: split each row's passes
+  if (split_rows(plan, batch, logits.dtype, pool_.num_threads())) {
     const ParallelFor split = chunks_over(pool_);
     for (int64_t row = 0; row < plan.num_rows; ++row)
       sample_row(plan, logits, batch, kept, row, /*worker=*/0, split);

@@ -29,8 +29,8 @@ const void* row_pointer(const LogitsView& logits, int64_t row) {
 
 const void* RowStep::input_row() const { return row_pointer(input, row); }
 
-bool RowStep::edited_before_sampling() const {
-  const RequestParams& p = params();
+bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request) {
+  const RequestParams& p = request.params;
   const bool min_tokens_active =
       static_cast<int64_t>(request.output_token_ids.size()) < p.min_tokens &&
       !p.stop_token_ids.empty();
@@ -39,6 +39,16 @@ bool RowStep::edited_before_sampling() const {
       (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
   return p.allowed_token_ids || !p.bad_words_token_ids.empty() || min_tokens_active ||
          !p.logit_bias.empty() || !plan.processors.empty() || penalties;
+}
+
+bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype) {
+  const bool logprobs_read_working_row = plan.needs_logprobs() && !plan.raw_mode();
+  return !logprobs_read_working_row && !edited_before_sampling(plan, request) &&
+         (!request.params.is_greedy() || dtype == DType::f32);
+}
+
+bool RowStep::edited_before_sampling() const {
+  return detail::edited_before_sampling(plan, request);
 }
 
 History RowStep::history() const {

@@ -72,6 +72,13 @@ struct RowSampling {
   float min_p = 0.0f;
 };
 
+// Whether steps 3-6 change a request's row.
+bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request);
+// Whether a row's work is, unless the backend declines, reads of the caller's row (the input
+// draw or argmax, raw logprobs), which may split over threads: no step edits it and no logprob
+// reads the working row.
+bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype);
+
 struct RowStep {
   const BatchPlan& plan;
   const Backend& backend;

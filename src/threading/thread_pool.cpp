@@ -1,8 +1,8 @@
 // lastmile — ThreadPool: the caller and the workers claim tasks from one counter; the caller
-// waits only for tasks already claimed. After a run a worker polls for the next one for a short
-// while before it sleeps on a condition variable, so that back-to-back runs (a decode loop's
-// row split in chunks, two passes over one row) do not pay a wake-up each. Exceptions never leave
-// a worker: the first is carried back to the caller of run().
+// waits only for tasks already claimed. After a run that asks for it a worker polls for the next
+// one for a short while before it sleeps on a condition variable, so that the passes of a row
+// split in chunks do not pay a wake-up each. Exceptions never leave a worker: the first is
+// carried back to the caller of run().
 #include "threading/thread_pool.hpp"
 
 #include <chrono>
@@ -15,9 +15,10 @@
 namespace lastmile::detail {
 namespace {
 
-// How long an idle worker polls for the next run before it sleeps: long enough to span the
-// serial part between two passes of a row and between decode steps of a benchmark loop, short
-// enough that an idle engine's workers leave the cores within a tenth of a millisecond.
+// How long a worker polls for the next run after a run of Idle::poll (and the caller for tasks
+// still running) before sleeping: long enough to span the serial part between two passes of a
+// row, short enough that an idle engine's workers leave the cores within a tenth of a
+// millisecond.
 constexpr auto kPollBeforeSleep = std::chrono::microseconds(100);
 
 void relax() {
@@ -90,12 +91,17 @@ void ThreadPool::drain(uint32_t generation, const Run& run, int worker) {
   }
 }
 
-void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call) {
-  if (workers_.empty() || num_tasks <= 1 || num_tasks > int64_t{0xffffffff}) {  // 32-bit counter
+void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idle) {
+  if (workers_.empty() || num_tasks <= 1 || num_tasks > int64_t{0xffffffff} ||  // 32-bit counter
+      running_.exchange(true, std::memory_order_acquire)) {  // nested: the counters are taken
     for (int64_t i = 0; i < num_tasks; ++i) call(task, i, 0);
     return;
   }
-  Run run{task, call, num_tasks};
+  struct EndRun {
+    std::atomic<bool>& running;
+    ~EndRun() { running.store(false, std::memory_order_release); }
+  } end_run{running_};
+  Run run{task, call, num_tasks, idle};
   uint32_t generation = 0;
   {
     std::lock_guard lock(mutex_);
@@ -121,9 +127,11 @@ void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call) {
   if (error) std::rethrow_exception(error);
 }
 
-// Polls for a generation other than `seen`, then sleeps until one comes; false when stopping.
-bool ThreadPool::wait_for_run(uint32_t seen) {
-  poll_until([&] { return published_.load(std::memory_order_acquire) != seen; });
+// Polls for a generation other than `seen` (after a run that asked for it), then sleeps until one
+// comes; false when stopping.
+bool ThreadPool::wait_for_run(uint32_t seen, Idle idle) {
+  if (idle == Idle::poll)
+    poll_until([&] { return published_.load(std::memory_order_acquire) != seen; });
   std::unique_lock lock(mutex_);
   wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
   return !stopping_;
@@ -131,8 +139,8 @@ bool ThreadPool::wait_for_run(uint32_t seen) {
 
 void ThreadPool::work(int worker) {
   uint32_t seen = 0;
-  while (wait_for_run(seen)) {
-    Run run;
+  Run run;
+  while (wait_for_run(seen, run.idle)) {
     {
       std::lock_guard lock(mutex_);
       seen = generation_;

@@ -26,14 +26,20 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
+  // What the workers do after a run: sleep at once (the next run is the caller's next call), or
+  // poll for the next run for 100 us first (runs that follow closely: the passes of one row).
+  enum class Idle { sleep, poll };
+
   // Calls task(i, worker) once for each i in [0, num_tasks), worker in [0, num_threads()), and
   // returns when every call has returned. If a call throws, the tasks not yet begun are skipped
   // and the first exception is rethrown here. The caller runs tasks too, so a run never waits
   // for a worker to wake: a worker that comes late finds the tasks taken. Allocates nothing.
-  // One run at a time (the Sampler's calls are not concurrent).
+  // One caller at a time (a Sampler's calls are not concurrent); a run started from inside a
+  // task runs its tasks in order on the calling thread.
   template <typename Task>
-  void run(int64_t num_tasks, Task& task) {
-    run_erased(num_tasks, &task, [](void* t, int64_t i, int w) { (*static_cast<Task*>(t))(i, w); });
+  void run(int64_t num_tasks, Task& task, Idle idle = Idle::sleep) {
+    run_erased(
+        num_tasks, &task, [](void* t, int64_t i, int w) { (*static_cast<Task*>(t))(i, w); }, idle);
   }
 
  private:
@@ -42,10 +48,11 @@ class ThreadPool {
     void* task = nullptr;
     Erased call = nullptr;
     int64_t num_tasks = 0;
+    Idle idle = Idle::sleep;
   };
-  void run_erased(int64_t num_tasks, void* task, Erased call);
+  void run_erased(int64_t num_tasks, void* task, Erased call, Idle idle);
   void work(int worker);
-  bool wait_for_run(uint32_t seen);
+  bool wait_for_run(uint32_t seen, Idle idle);
   void drain(uint32_t generation, const Run& run, int worker);
   void stop_workers();
 
@@ -60,8 +67,11 @@ class ThreadPool {
   std::exception_ptr error_;
   // The generation a worker polls before it sleeps, and the task counter of the current run:
   // generation << 32 | next task index. A worker claims a task only in the generation it woke
-  // for, so a late one never runs a task of the next run with the previous run's callable.
+  // for, so a late one never runs a task of the next run with the previous run's callable. (The
+  // generation wraps after 2^32 runs; a worker would have to stall between reading it and its
+  // first claim for all of them to mistake one run for another.)
   std::atomic<uint32_t> published_{0};
+  std::atomic<bool> running_{false};  // a run is in progress: a nested one runs in order
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> finished_{0};
   std::atomic<bool> failed_{false};

@@ -213,13 +213,14 @@ std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int 
   return {out.begin(), out.end()};
 }
 
-// A batch with fewer rows than threads splits each row's passes in fixed vocab chunks over the
-// threads: the input draw and argmax, the conversion (with the repetition factor, with the
-// temperature, or learning raw log_softmax's terms) and raw logprobs read in place. A seeded
-// request of each shape gets the same tokens and logprobs alone on 1, 2 or 3 threads and in a
-// batch of 4 on 2 threads (rows not split). fp32 and bf16 rows; no, raw and processed logprobs.
+// A lone row (or a few unedited ones on many threads) splits its reads of the caller's row in
+// fixed vocab chunks over the threads: the input draw and argmax, raw logprobs' statistics. Rows
+// that the steps edit, or whose logprobs read the working row, run the steps unsplit. A seeded
+// request of each shape gets the same tokens and logprobs alone on 1, 2 or 3 threads, in a batch
+// of 2 on 4 threads and in a batch of 4 on 2 (rows side by side). fp32 and bf16 rows; no, raw
+// and processed logprobs.
 TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsGiveTheSameTokensAndLogprobs) {
-  const int64_t vocab = 40001;  // three chunks of the conversion, several of the draw
+  const int64_t vocab = 40001;  // several chunks of the draw, three of the argmax
   // Head tokens (every 211th is raised below) in each chunk, so that the penalties move draws.
   const std::vector<TokenId> history = {1055, 16880, 16880, 31650, 37980, 40001 - 1};
   auto shape = [](int kind) {
@@ -230,7 +231,7 @@ TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsGiveTheSameTokensAndLogprobs) {
     if (kind == 4) p.repetition_penalty = 1.3f, p.frequency_penalty = 0.2f;  // the steps
     if (kind == 5) p.temperature = 0.0f;                                     // greedy
     if (kind == 6) p.repetition_penalty = 0.8f, p.temperature = 0.0f;
-    if (kind == 7) p.logit_bias = {{3, 2.0f}};  // converted with the temperature
+    if (kind == 7) p.logit_bias = {{3, 2.0f}};  // a biased row: the steps
     return p;
   };
   std::vector<float> peaked = lcg_logits(static_cast<size_t>(vocab), 99, -5.0f, 5.0f);
@@ -292,6 +293,7 @@ TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsGiveTheSameTokensAndLogprobs) {
         const Run alone = run(1, 1);
         EXPECT_TRUE(run(1, 2) == alone) << what;
         EXPECT_TRUE(run(1, 3) == alone) << what;
+        EXPECT_TRUE(run(2, 4) == alone) << what;
         EXPECT_TRUE(run(4, 2) == alone) << what;
         if (kind < 5) {  // random rows move
           EXPECT_GT(std::set<TokenId>(alone.tokens.begin(), alone.tokens.end()).size(), 2u) << what;
