@@ -75,7 +75,7 @@ class CpuBackend final : public Backend {
     const size_t chunk = std::max(kMinChunk, (size + kChunks - 1) / kChunks);
     const size_t count = (size + chunk - 1) / chunk;
     if (count <= 1) return static_cast<TokenId>(cpu::argmax_checked(x, size, first_bad));
-    int64_t best[kChunks], bad[kChunks];
+    int64_t best[kChunks] = {}, bad[kChunks] = {};
     auto read_chunk = [&](int64_t c) {
       const size_t from = static_cast<size_t>(c) * chunk;
       best[c] = static_cast<int64_t>(from) +
