@@ -66,20 +66,19 @@ class CpuBackend final : public Backend {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
   }
 
-  // Rows of more than kMinChunk entries are read in up to kChunks fixed chunks; their maxima
-  // merge in chunk order (an earlier chunk wins a tie: the lowest index), as do first NaN / +inf.
+  // Read in the row's fixed chunks (row_chunks); their maxima merge in chunk order (an earlier
+  // chunk wins a tie: the lowest index), as do first NaN / +inf.
   TokenId argmax_checked(const float* x, int64_t n, int64_t* first_bad,
                          const ParallelFor& parallel) const override {
-    constexpr size_t kChunks = 8, kMinChunk = 16384;
-    const auto size = static_cast<size_t>(n);
-    const size_t chunk = std::max(kMinChunk, (size + kChunks - 1) / kChunks);
-    const size_t count = (size + chunk - 1) / chunk;
-    if (count <= 1) return static_cast<TokenId>(cpu::argmax_checked(x, size, first_bad));
-    int64_t best[kChunks] = {}, bad[kChunks] = {};
+    const RowChunks chunks = row_chunks(static_cast<size_t>(n), block_size(n));
+    const size_t count = chunks.count;
+    if (count <= 1)
+      return static_cast<TokenId>(cpu::argmax_checked(x, static_cast<size_t>(n), first_bad));
+    int64_t best[kRowChunks] = {}, bad[kRowChunks] = {};
     auto read_chunk = [&](int64_t c) {
-      const size_t from = static_cast<size_t>(c) * chunk;
+      const size_t from = chunks.begin(static_cast<size_t>(c));
       best[c] = static_cast<int64_t>(from) +
-                cpu::argmax_checked(x + from, std::min(chunk, size - from), &bad[c]);
+                cpu::argmax_checked(x + from, chunks.end(static_cast<size_t>(c)) - from, &bad[c]);
       if (bad[c] >= 0) bad[c] += static_cast<int64_t>(from);
     };
     parallel(static_cast<int64_t>(count), read_chunk);

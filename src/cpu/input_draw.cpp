@@ -39,29 +39,6 @@ float smallest_dividend_at_least(float threshold, float t) {
   return smallest_passing([&](float v) { return v / t >= threshold; });
 }
 
-// A row's passes split into at most kRowChunks chunks of whole blocks, fixed by n alone, for a
-// ParallelFor. Each chunk lists into its own region of the scratch lists (kCompressSlack apart:
-// compressing stores whole vectors past a count), and the regions are closed up in chunk order:
-// the lists equal one pass's, however the chunks were run.
-constexpr size_t kRowChunks = 8;
-static_assert((kRowChunks + 1) * cpu::kCompressSlack <= kSortSlack,
-              "SortScratch must hold every chunk's region");
-
-struct RowChunks {
-  size_t count = 0;
-  size_t size = 0;  // entries per chunk, a multiple of the block; the last may be shorter
-  size_t n = 0;
-  size_t begin(size_t c) const { return c * size; }
-  size_t end(size_t c) const { return std::min(n, begin(c) + size); }
-  size_t region(size_t c) const { return begin(c) + c * cpu::kCompressSlack; }
-};
-
-RowChunks row_chunks(size_t n, size_t block) {
-  const size_t blocks = (n + block - 1) / block;
-  const size_t size = (blocks + kRowChunks - 1) / kRowChunks * block;
-  return {(n + size - 1) / size, size, n};
-}
-
 // Moves each chunk's list (counts[c] entries at its region, ids relative to the chunk's begin)
 // down to follow the previous ones, ids made absolute; returns the total.
 size_t close_up(const RowChunks& chunks, const size_t* counts, int32_t* ids, float* values) {

@@ -2,6 +2,8 @@
 // (Backend::draw_from_input) and the pieces raw logprobs share with it (input_logprobs.cpp).
 #pragma once
 
+#include <algorithm>
+
 #include "backend.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/selection.hpp"
@@ -12,6 +14,29 @@ namespace lastmile::detail::cpu_selection {
 // The address of entry i of a caller's row of `dtype`.
 inline const void* entry_at(const void* src, DType dtype, size_t i) {
   return static_cast<const char*>(src) + i * element_size(dtype);
+}
+
+// A row's passes split into at most kRowChunks chunks of whole blocks, fixed by n alone, for a
+// ParallelFor: results merged in chunk order never depend on how the chunks were run. A pass that
+// lists lists each chunk into its own region of the scratch lists (kCompressSlack apart:
+// compressing stores whole vectors past a count) and closes the regions up in chunk order.
+inline constexpr size_t kRowChunks = 8;
+static_assert((kRowChunks + 1) * cpu::kCompressSlack <= kSortSlack,
+              "SortScratch must hold every chunk's region");
+
+struct RowChunks {
+  size_t count = 0;
+  size_t size = 0;  // entries per chunk, a multiple of the block; the last may be shorter
+  size_t n = 0;
+  size_t begin(size_t c) const { return c * size; }
+  size_t end(size_t c) const { return std::min(n, begin(c) + size); }
+  size_t region(size_t c) const { return begin(c) + c * cpu::kCompressSlack; }
+};
+
+inline RowChunks row_chunks(size_t n, size_t block) {
+  const size_t blocks = (n + block - 1) / block;
+  const size_t size = (blocks + kRowChunks - 1) / kRowChunks * block;
+  return {(n + size - 1) / size, size, n};
 }
 
 // Entry i of a caller's row src divided by t (t = 1: not divided), in float32: the same bits

@@ -220,7 +220,7 @@ std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int 
 // of 2 on 4 threads and in a batch of 4 on 2 (rows side by side). fp32 and bf16 rows; no, raw
 // and processed logprobs.
 TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsGiveTheSameTokensAndLogprobs) {
-  const int64_t vocab = 40001;  // several chunks of the draw, three of the argmax
+  const int64_t vocab = 40001;  // seven chunks of the draw and of the argmax
   // Head tokens (every 211th is raised below) in each chunk, so that the penalties move draws.
   const std::vector<TokenId> history = {1055, 16880, 16880, 31650, 37980, 40001 - 1};
   auto shape = [](int kind) {
