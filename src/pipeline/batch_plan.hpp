@@ -34,6 +34,8 @@ struct BatchPlan {
   bool raw_mode() const {
     return logprobs_mode == LogprobsMode::raw_logprobs || logprobs_mode == LogprobsMode::raw_logits;
   }
+  // Whether step 8 reads the working row (processed modes); raw modes read the caller's row.
+  bool logprobs_read_working_row() const { return needs_logprobs() && !raw_mode(); }
   bool logprob_values() const {  // log_softmax of the tensor, not the tensor itself
     return logprobs_mode == LogprobsMode::raw_logprobs ||
            logprobs_mode == LogprobsMode::processed_logprobs;

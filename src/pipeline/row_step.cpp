@@ -42,8 +42,7 @@ bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request) 
 }
 
 bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype) {
-  const bool logprobs_read_working_row = plan.needs_logprobs() && !plan.raw_mode();
-  return !logprobs_read_working_row && !edited_before_sampling(plan, request) &&
+  return !plan.logprobs_read_working_row() && !edited_before_sampling(plan, request) &&
          (!request.params.is_greedy() || dtype == DType::f32);
 }
 

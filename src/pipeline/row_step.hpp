@@ -122,8 +122,7 @@ struct RowStep {
   int64_t vocab_size() const { return plan.vocab_size; }
   const void* input_row() const;
   bool edited_before_sampling() const;  // whether steps 3-6 change this row
-  // Whether step 8 reads the working row (processed modes); raw modes read the caller's row.
-  bool logprobs_read_working_row() const { return plan.needs_logprobs() && !plan.raw_mode(); }
+  bool logprobs_read_working_row() const { return plan.logprobs_read_working_row(); }
   History history() const;  // for penalties and bad words
   // Sets (or clears again: the worker's bitmap is all zero between rows) the bits of scratch.seen
   // for the prompt and history tokens: repetition's seen tokens (spec §7.1).
