@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "backend.hpp"
+#include "unit/backwards_chunks.hpp"
 #include "unit/test_util.hpp"
 
 namespace lastmile_test {
@@ -139,21 +140,15 @@ TEST_P(BackendKernels, ArgmaxIsTheLowestIndexOfTheMaximum) {
   EXPECT_EQ(backend().row_max(flat.data(), n()), -kInf);
 }
 
-// Runs a row's chunks last to first, as threads might finish them.
-void run_backwards(void*, int64_t count, void* task, void (*call)(void*, int64_t)) {
-  for (int64_t i = count - 1; i >= 0; --i) call(task, i);
-}
-
 // The one-read greedy path: the same argmax as row_argmax for every position of the maximum and
 // of ties, and the first NaN / +inf reported wherever it sits (vector body, scalar tail, another
 // chunk of a split read), whether the chunks run in order or last to first.
 TEST_P(BackendKernels, ArgmaxCheckedMatchesArgmaxAndFindsTheFirstBadValue) {
-  const lastmile::detail::ParallelFor backwards{nullptr, &run_backwards};
   int64_t bad = 7;
   auto argmax_checked = [&](const std::vector<float>& y) {
     int64_t bad_backwards = 7;
     const TokenId at = backend().argmax_checked(y.data(), n(), &bad, {});
-    EXPECT_EQ(backend().argmax_checked(y.data(), n(), &bad_backwards, backwards), at);
+    EXPECT_EQ(backend().argmax_checked(y.data(), n(), &bad_backwards, kBackwards), at);
     EXPECT_EQ(bad_backwards, bad);
     return at;
   };

@@ -12,6 +12,7 @@
 
 #include "backend.hpp"
 #include "cpu/selection.hpp"
+#include "unit/backwards_chunks.hpp"
 #include "unit/test_util.hpp"
 
 namespace lastmile_test {
@@ -208,11 +209,6 @@ TEST(CpuBackendProperty, TopNRankArgmaxAndDrawEqualTheOracle) {
 }
 
 const lastmile::detail::ParallelFor kSerial{};
-// Runs a row's chunks last to first, as threads might finish them.
-void run_backwards(void*, int64_t count, void* task, void (*call)(void*, int64_t)) {
-  for (int64_t i = count - 1; i >= 0; --i) call(task, i);
-}
-const lastmile::detail::ParallelFor kBackwards{nullptr, &run_backwards};
 
 // The draw straight from a caller's row (no working row) against the oracle's steps on the same
 // row: convert, divide, min_p, top-k / top-p, draw. Every dtype, temperatures 1 and not, the
