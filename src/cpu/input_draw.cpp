@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include "cpu/kernels.hpp"
 #include "cpu/selection.hpp"
@@ -57,17 +58,43 @@ size_t close_up(const RowChunks& chunks, const size_t* counts, int32_t* ids, flo
 }  // namespace
 
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
-                            SortScratch scratch, const ParallelFor& parallel) {
+                            SortScratch scratch, const ParallelFor& parallel,
+                            QuotientMaxima maxima) {
   const float from = smallest_dividend_at_least(threshold, t);
-  const RowChunks chunks = row_chunks(n, block_size(static_cast<int64_t>(n)));
+  const size_t block = block_size(static_cast<int64_t>(n));
+  const RowChunks chunks = row_chunks(n, block);
+  if (maxima.max != nullptr && maxima.block != block) maxima = {};  // not this row's blocks
   size_t counts[kRowChunks];
   bool bad[kRowChunks];
+  // Each run of blocks that may list anything is compressed in one call, appended to the chunk's
+  // region with ids made relative to the chunk's begin.
   auto list_chunk = [&](int64_t c) {
     const auto chunk = static_cast<size_t>(c);
-    counts[chunk] = cpu::compress_source(entry_at(src, dtype, chunks.begin(chunk)), dtype,
-                                         chunks.end(chunk) - chunks.begin(chunk), from,
-                                         scratch.ids.data() + chunks.region(chunk),
-                                         scratch.values.data() + chunks.region(chunk), &bad[chunk]);
+    int32_t* const ids = scratch.ids.data() + chunks.region(chunk);
+    float* const values = scratch.values.data() + chunks.region(chunk);
+    const size_t chunk_end = chunks.end(chunk);
+    auto reaches = [&](size_t start) {
+      return maxima.max == nullptr || maxima.max[start / block] >= threshold;
+    };
+    counts[chunk] = 0;
+    bad[chunk] = false;
+    for (size_t start = chunks.begin(chunk); start < chunk_end;) {
+      if (!reaches(start)) {
+        start += block;
+        continue;
+      }
+      size_t end = std::min(chunk_end, start + block);
+      while (end < chunk_end && reaches(end)) end = std::min(chunk_end, end + block);
+      bool run_bad = false;
+      const size_t listed =
+          cpu::compress_source(entry_at(src, dtype, start), dtype, end - start, from,
+                               ids + counts[chunk], values + counts[chunk], &run_bad);
+      const auto offset = static_cast<int32_t>(start - chunks.begin(chunk));
+      for (size_t i = counts[chunk]; i < counts[chunk] + listed; ++i) ids[i] += offset;
+      counts[chunk] += listed;
+      bad[chunk] = bad[chunk] || run_bad;
+      start = end;
+    }
   };
   parallel(static_cast<int64_t>(chunks.count), list_chunk);
   if (std::any_of(bad, bad + chunks.count, [](bool b) { return b; })) return kNotListed;
@@ -194,7 +221,8 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
     size_t listed = near.count;
     if (from < row.max + near.below_max)  // the list may miss some: read the row again
-      listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);
+      listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel,
+                                    {row.block_max, row.block});
     if (listed == kNotListed) return kNoInputDraw;
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
@@ -305,16 +333,36 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
   }
 }
 
+// An upper bound on the lowest logit top-p keeps, from the block statistics alone: the blocks
+// taken by ascending max until their masses add up to more than cut_mass; the max of the one that
+// passes it. Were the lowest kept logit above it, all of those blocks would be masked.
+float kept_logit_ceiling(const RowSoftmax& row, double cut_mass) {
+  uint16_t order[kMaxBlocks];
+  std::iota(order, order + row.blocks, uint16_t{0});
+  std::sort(order, order + row.blocks,
+            [&](uint16_t a, uint16_t b) { return row.block_max[a] < row.block_max[b]; });
+  double cumulative = 0;
+  for (size_t i = 0; i < row.blocks; ++i) {
+    cumulative += row.sums[order[i]];
+    if (cumulative > cut_mass) return row.block_max[order[i]];
+  }
+  return row.max;
+}
+
 // Top-p alone, deciding as the steps do (cpu_backend.cpp top_p_without_sort) with the same
-// probabilities q = exp(x - max) * inv_sum: a band guessed from samples; then, since q >= lo is a
-// logit threshold (up to the exp's rounding), one compress of the (now cache-resident) row lists
-// the candidates above it with a margin, the vector exp gives their q, and the band is those with
-// q >= lo; the mass below it is the rest of the total. mask_band decides among them, and the draw
-// walks the kept ones with q as weights (proportional to exp(x - max) up to one rounding). Bands
-// that stop below the top, or list over 1/8 of the row, take draw_top_p_dense.
+// probabilities q = exp(x - max) * inv_sum. The band is every entry with q >= lo, so that those
+// below it (all masked) add up to `below`: since q >= lo is a logit threshold (up to the exp's
+// rounding), one compress of the blocks whose max reaches it lists the candidates with a margin,
+// the vector exp gives their q, and the mass below is the rest of the total. mask_band decides in
+// the band, and the draw walks the kept ones with q as weights (proportional to exp(x - max) up
+// to one rounding). lo is first kBelowCeiling under kept_logit_ceiling, which on a peaked row
+// reads a few blocks; if a token below it stays, a band guessed from samples. Bands that stop
+// below the top, or list over 1/8 of the row, take draw_top_p_dense.
 TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
                    SortScratch scratch, const ParallelFor& parallel) {
   constexpr float kLogitMargin = 1e-3f;  // far above the exp's 1 ULP, and max's rounding
+  // Below the ceiling, in logits: the lowest kept one was within 2 of it on 94% of LLM-shaped rows.
+  constexpr float kBelowCeiling = 2.0f;
   const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
   cpu::NearMax none;
@@ -325,23 +373,16 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   const float cut = 1.0f - params.top_p;
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();  // the listed quotients, then their q
-  auto sample_q = [&](size_t i) {
-    return std::exp(scaled_entry(src, dtype, i, t) - row.max) * inv_sum;  // a guess: std::exp
-  };
-  float lo = 0, hi = 2;
+  // The band of low end lo into ids / qs (id order, q in place of the quotient), the mass below
+  // it into `below`; kNotListed on a NaN / +inf, kTooMany past 1/8 of the row.
+  constexpr size_t kTooMany = kNotListed - 1;
   double below = 0;
-  size_t band = kNotListed;
-  const BandGuess guess(size, cut, sample_q);
-  auto dense = [&] {
-    return draw_top_p_dense(src, dtype, size, t, row, inv_sum, cut, guess, u, scratch);
-  };
-  for (const size_t margin : {size_t{8}, size_t{32}}) {
-    guess.band(margin, &lo, &hi);
-    if (hi <= 1.0f || lo <= 0.0f) return dense();  // the band is not a short list to the top
+  auto list_band = [&](float lo) {
     const float from = row.max + std::log(lo / inv_sum) - kLogitMargin;
-    const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel);
-    if (listed == kNotListed) return kNoInputDraw;
-    if (listed > size / 8) return dense();
+    const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel,
+                                               {row.block_max, row.block});
+    if (listed == kNotListed) return kNotListed;
+    if (listed > size / 8) return kTooMany;
     size_t kept = 0;
     double band_mass = 0;
     for (size_t start = 0; start < listed; start += kChunk) {  // q by the vector exp, in place
@@ -358,11 +399,40 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
       }
     }
     below = row.total * inv_sum - band_mass;
-    if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
-    band = kept;
-    break;
+    return kept;
+  };
+  const float floor = kept_logit_ceiling(row, cut * row.total) - kBelowCeiling;
+  float lo = std::exp(floor - row.max) * inv_sum;
+  float hi = 2;
+  size_t band = kNotListed;
+  // Tried only if it reads at most a quarter of the blocks (a flat row would list most of itself).
+  if (lo > 0.0f && 4 * static_cast<size_t>(std::count_if(row.block_max, row.block_max + row.blocks,
+                                                         [&](float m) { return m >= floor; })) <=
+                       row.blocks) {
+    const size_t kept = list_band(lo);
+    if (kept == kNotListed) return kNoInputDraw;
+    if (kept != kTooMany && static_cast<float>(below) <= cut) band = kept;
   }
-  if (band == kNotListed) return dense();
+  if (band == kNotListed) {
+    auto sample_q = [&](size_t i) {
+      return std::exp(scaled_entry(src, dtype, i, t) - row.max) * inv_sum;  // a guess: std::exp
+    };
+    const BandGuess guess(size, cut, sample_q);
+    auto dense = [&] {
+      return draw_top_p_dense(src, dtype, size, t, row, inv_sum, cut, guess, u, scratch);
+    };
+    for (const size_t margin : {size_t{8}, size_t{32}}) {
+      guess.band(margin, &lo, &hi);
+      if (hi <= 1.0f || lo <= 0.0f) return dense();  // the band is not a short list to the top
+      const size_t kept = list_band(lo);
+      if (kept == kNotListed) return kNoInputDraw;
+      if (kept == kTooMany) return dense();
+      if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
+      band = kept;
+      break;
+    }
+    if (band == kNotListed) return dense();
+  }
   // The largest entry (lowest id among equals) is never masked: its q is the largest, inv_sum.
   TokenId top = -1;
   for (size_t i = 0; i < band && top < 0; ++i)

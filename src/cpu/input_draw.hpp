@@ -57,11 +57,20 @@ inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
   return t == 1.0f ? v : v / t;
 }
 
+// The maxima of a row's quotients src / t by blocks of `block` entries (row_chunks' blocks), from
+// a statistics pass: a block whose max is below a threshold holds nothing to list.
+struct QuotientMaxima {
+  const float* max = nullptr;  // null: unknown, every block is read
+  size_t block = 0;
+};
+
 // Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
 // kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries
-// are listed first of all, so an overflow anywhere shows among them).
+// are listed first of all, so an overflow anywhere shows among them). With `maxima`, reads only
+// the blocks whose max reaches the threshold (the row was checked by the pass that found them).
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
-                            SortScratch scratch, const ParallelFor& parallel);
+                            SortScratch scratch, const ParallelFor& parallel,
+                            QuotientMaxima maxima = {});
 
 static_assert(BlockMaxima::kMaxBlocks == kMaxBlocks, "block maxima are the rows' blocks");
 

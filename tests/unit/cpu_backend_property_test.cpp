@@ -431,6 +431,104 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
   }
 }
 
+// Top-p alone on peaked rows (a head of 40 lifted 6..16 over a normal body, as the bench's) is
+// drawn from the input after reading only the blocks that can hold the band, when the lowest kept
+// logit lies within 2 of the ceiling the block masses give, else from the band guessed from
+// samples; every fifth row puts most of the mass in one block far below its top, where the
+// blocks' band is tried and fails (a mutant that skips that check fails here). Either way the
+// kept set is the oracle's: u at the middle of each of the lowest kept tokens' CDF steps (and of
+// some others) must draw that token. Both cases must occur.
+TEST(CpuBackendProperty, DrawFromInputTopPOnPeakedRowsKeepsTheOraclesSet) {
+  using lastmile::detail::cpu_selection::block_size;
+  std::mt19937_64 rng(23);
+  Scratch a, b;
+  int near_ceiling = 0, far_below = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const int64_t n = trial % 3 == 0 ? 128256 : 20000 + static_cast<int64_t>(rng() % 30000);
+    std::normal_distribution<float> body(0.0f, trial % 4 == 0 ? 1.0f : 2.5f);
+    std::uniform_real_distribution<float> lift(6.0f, 16.0f);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = body(rng);
+    for (int i = 0; i < 40; ++i) row[rng() % row.size()] += lift(rng);
+    if (trial % 5 == 4) {  // a few blocks hold all the mass, most of it far below the top two
+      for (float& v : row) v -= 40.0f;
+      const size_t top = rng() % row.size(), second = rng() % row.size();
+      for (int i = 0; i < 1000; ++i) row[(top + rng() % 1500) % row.size()] = -6.0f + body(rng) / 8;
+      row[top] = 0.0f;
+      row[second] = -1.0f;
+    }
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 2.0f);
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 2 ? 1.0f : 0.7f;
+    params.top_k = n;
+    params.apply_top_p = true;
+    params.top_p = std::uniform_real_distribution<float>(0.5f, 0.99f)(rng);
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    std::vector<float> kept = x;
+    oracle().apply_top_k_top_p(kept.data(), n, n, true, params.top_p, b.get(x.size()));
+    // Which case: the lowest kept logit against the blocks' ceiling (blocks by ascending max
+    // until their masses pass 1 - p), in double.
+    const double max = *std::max_element(x.begin(), x.end());
+    const auto block = static_cast<int64_t>(block_size(n));
+    std::vector<std::pair<double, double>> blocks;  // (max, mass)
+    double total = 0;
+    for (int64_t start = 0; start < n; start += block) {
+      double block_max = -kInf, mass = 0;
+      for (int64_t i = start; i < std::min(n, start + block); ++i) {
+        block_max = std::max<double>(block_max, x[i]);
+        mass += std::exp(x[i] - max);
+      }
+      blocks.emplace_back(block_max, mass);
+      total += mass;
+    }
+    std::sort(blocks.begin(), blocks.end());
+    double cumulative = 0, ceiling = max;
+    for (const auto& [block_max, mass] : blocks)
+      if ((cumulative += mass) > (1.0 - params.top_p) * total) {
+        ceiling = block_max;
+        break;
+      }
+    double lowest_kept = kInf;
+    for (float v : kept)
+      if (v != -kInf) lowest_kept = std::min<double>(lowest_kept, v);
+    if (lowest_kept >= ceiling - 1.9)
+      ++near_ceiling;  // the blocks' band holds
+    else if (lowest_kept < ceiling - 2.1)
+      ++far_below;  // a token below it stays
+    // The oracle's CDF over its kept set, in id order; u at the middle of the steps of the 8
+    // lowest kept tokens and of 8 others.
+    std::vector<TokenId> kept_ids;
+    for (int64_t i = 0; i < n; ++i)
+      if (kept[i] != -kInf) kept_ids.push_back(static_cast<TokenId>(i));
+    std::vector<TokenId> probes = kept_ids;
+    std::sort(probes.begin(), probes.end(), [&](TokenId l, TokenId r) { return x[l] < x[r]; });
+    probes.resize(std::min<size_t>(probes.size(), 8));
+    for (int i = 0; i < 8; ++i) probes.push_back(kept_ids[rng() % kept_ids.size()]);
+    double kept_total = 0;
+    for (TokenId i : kept_ids) kept_total += std::exp(x[i] - max);
+    for (const TokenId probe : probes) {
+      double before = 0;
+      for (TokenId i : kept_ids) {
+        if (i == probe) break;
+        before += std::exp(x[i] - max);
+      }
+      const double u = (before + 0.5 * std::exp(x[probe] - max)) / kept_total;
+      const TokenId fast =
+          cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+      ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+      EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+          << "trial " << trial;
+      expect_consistent_draw(kept, u, fast, probe);
+      EXPECT_EQ(fast, oracle().draw(kept.data(), n, u, b.get(x.size()))) << "trial " << trial;
+    }
+  }
+  EXPECT_GE(near_ceiling, 20);
+  EXPECT_GE(far_below, 5);
+}
+
 // A u at the very top of the CDF on a flat row peaked mid-vocabulary: the blocks past the last
 // kept token are all masked, and their kept mass (estimated from sums) may not be exactly 0; the
 // draw must still be the last kept token, as the oracle's, never a masked one (review finding).
