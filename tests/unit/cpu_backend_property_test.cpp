@@ -608,6 +608,70 @@ TEST(CpuBackendProperty, LogSoftmaxWithin1e5AndMinPKeepsTheOraclesSet) {
   EXPECT_GT(compared, 100000);
 }
 
+// Greedy rows with raw logprobs and penalties take their argmax from the working row's blocks
+// whose caller's max could hold it. The history holds the largest tokens (the argmax moves to
+// another block), equal values sit in several blocks (the lowest id wins), and some rows raise
+// entries (negative penalties, repetition below 1, a logit bias: every block is read). The token
+// must be the oracle's on every row, fp32 and bf16.
+TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
+  std::mt19937_64 rng(29);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int64_t vocab = trial % 3 == 0 ? 128256 : 40000 + static_cast<int64_t>(rng() % 5000);
+    const int rows = 8;
+    std::normal_distribution<float> body(0.0f, 2.5f);
+    std::vector<float> logits(static_cast<size_t>(rows * vocab));
+    std::vector<std::vector<lastmile::TokenId>> histories(rows);
+    lastmile::Batch batch;
+    batch.num_logprobs = 2;
+    batch.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
+    for (int r = 0; r < rows; ++r) {
+      float* row = logits.data() + r * vocab;
+      for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
+      const float top = 12.0f + static_cast<float>(rng() % 4);
+      for (int i = 0; i < 6; ++i) row[rng() % vocab] = top - static_cast<float>(i % 3);  // ties
+      std::vector<int64_t> order(static_cast<size_t>(vocab));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + 8, order.end(),
+                        [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      for (int i = 0; i < 40; ++i)
+        histories[r].push_back(static_cast<lastmile::TokenId>(rng() % vocab));
+      for (int i = 0; i < r % 4; ++i)  // the largest few are in the history
+        histories[r].push_back(static_cast<lastmile::TokenId>(order[i]));
+      for (int i = 0; i < 4 && (r == 5 || r == 6); ++i)  // raised past the largest (below)
+        histories[r].push_back(static_cast<lastmile::TokenId>(order[6]));
+      lastmile::BatchRequest& request = batch.requests.emplace_back();
+      request.output_token_ids = histories[r];
+      lastmile::RequestParams& p = request.params;
+      p.temperature = 0.0f;
+      p.repetition_penalty = 1.3f;
+      p.frequency_penalty = 0.5f;
+      p.presence_penalty = 2.0f;
+      if (r == 5) p.frequency_penalty = p.presence_penalty = -2.0f;  // raises the history
+      if (r == 6) p.repetition_penalty = 0.2f;                       // raises positive logits
+      if (r == 7) p.logit_bias = {{static_cast<lastmile::TokenId>(rng() % vocab), 30.0f}};
+    }
+    const bool bf16 = trial % 2 == 1;
+    std::vector<uint16_t> halves;
+    if (bf16)
+      for (float v : logits)
+        halves.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
+    const lastmile::LogitsView view = bf16 ? lastmile::LogitsView::bf16(halves.data(), rows, vocab)
+                                           : lastmile::LogitsView::f32(logits.data(), rows, vocab);
+    lastmile::SamplerConfig config;
+    config.vocab_size = vocab;
+    config.max_batch = rows;
+    config.backend = lastmile::BackendKind::cpu;
+    lastmile::Sampler fast(config);
+    config.backend = lastmile::BackendKind::reference;
+    lastmile::Sampler slow(config);
+    const lastmile::SamplerOutput& a = fast.sample(view, batch);
+    const lastmile::SamplerOutput& b = slow.sample(view, batch);
+    for (int r = 0; r < rows; ++r)
+      EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r])
+          << "trial " << trial << " row " << r;
+  }
+}
+
 TEST(CpuBackendProperty, SamplerGivesTheOraclesTokensAndLogprobs) {
   std::mt19937_64 rng(14);
   for (int trial = 0; trial < 20; ++trial) {
