@@ -132,6 +132,11 @@ class Backend {
   virtual int64_t convert_row_summarised(const void* src, DType dtype, float* dst, int64_t n,
                                          const uint64_t* seen, float repetition_penalty,
                                          RawRowSummary* summary) const = 0;
+  // The same summary of src without converting it (no row written), `parallel` splitting the
+  // read; false (summary->known false) when the backend has no such pass or src holds NaN /
+  // +inf.
+  virtual bool summarise_row(const void* src, DType dtype, int64_t n, RawRowSummary* summary,
+                             const ParallelFor& parallel) const = 0;
 
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;

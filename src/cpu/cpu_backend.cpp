@@ -62,6 +62,13 @@ class CpuBackend final : public Backend {
                            : convert_row(src, dtype, dst, n);
   }
 
+  bool summarise_row(const void* src, DType dtype, int64_t n, RawRowSummary* summary,
+                     const ParallelFor& parallel) const override {
+    summary->known =
+        summarise_while_converting(src, dtype, n, nullptr, nullptr, 1.0f, summary, parallel);
+    return summary->known;
+  }
+
   TokenId row_argmax(const float* x, int64_t n) const override {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
   }

@@ -122,11 +122,12 @@ RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima
 
 bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
                                 const uint64_t* seen, float repetition_penalty,
-                                RawRowSummary* summary) {
+                                RawRowSummary* summary, const ParallelFor& parallel) {
   float max = kNegInf;
   double total = 0;
   if (!caller_row_softmax(src, dtype, n, &max, &total, &summary->maxima,
-                          {dst, seen, repetition_penalty}))
+                          {dst, seen, repetition_penalty},
+                          dst == nullptr ? parallel : ParallelFor{}))
     return false;
   summary->values = log_softmax_map(max, total);
   return true;

@@ -13,10 +13,11 @@ RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, 
                                        const ParallelFor& parallel);
 
 // Backend::convert_row_summarised's one read: src into dst (repetition_penalty's factor where
-// seen, when seen is not null) and the summary input_raw_logprobs with log_softmax computes.
-// False, with dst unusable, on NaN / +inf (the input's or the penalty's) or over 2^20 entries.
+// seen, when seen is not null; dst null: nothing written) and the summary input_raw_logprobs
+// with log_softmax computes. False, with dst unusable, on NaN / +inf (the input's or the
+// penalty's) or over 2^20 entries. `parallel` may split the read (dst null only).
 bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
                                 const uint64_t* seen, float repetition_penalty,
-                                RawRowSummary* summary);
+                                RawRowSummary* summary, const ParallelFor& parallel = {});
 
 }  // namespace lastmile::detail::cpu_selection

@@ -2,10 +2,14 @@
 // Lowest index among equal maxima (PyTorch's argmax), computed for greedy rows only. A greedy
 // row that steps 3-6 leave alone and whose working row no logprob reads (none asked, or a raw
 // mode) takes its argmax straight from the caller's float32 row: steps 2-7a in one checked read
-// (split as the row allows), the same token. A greedy row whose caller's row was summarised for
-// raw logprobs, and whose steps 3-6 only lower entries, reads only the blocks of its working row
-// whose caller's max could still hold the argmax (usually one).
+// (split as the row allows), the same token.
+// When steps 3-6 can only lower entries (penalties with repetition >= 1, frequency and presence
+// >= 0; masks to -inf), no working-row entry exceeds the caller's, so the block maxima that raw
+// logprobs learn of the caller's row bound each block: only blocks whose bound could still beat
+// the best so far are read (usually one). A row that only step 6 edits, in a raw_logprobs batch,
+// then needs no working row at all: each such block is widened and penalised alone.
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <numeric>
 
@@ -14,23 +18,20 @@
 namespace lastmile::detail {
 namespace {
 
-// Whether no working-row entry exceeds the caller's: every penalty lowers (repetition >= 1 scales
-// toward -inf on either sign, frequency and presence >= 0 subtract) and nothing else raises one
-// (steps 3-4 and min_tokens only mask to -inf; a logit bias or a processor may raise).
-bool working_row_bounded_by_callers(const RowStep& row) {
-  const RequestParams& p = row.params();
-  return row.scratch.raw_summary.known && p.logit_bias.empty() && row.plan.processors.empty() &&
-         p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
+// Whether step 6 can only lower entries (every penalty scales toward -inf or subtracts).
+bool penalties_only_lower(const RequestParams& p) {
+  return p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
 }
 
-// row_argmax of x, given that no entry of block b exceeds bounds.max[b]: blocks by descending
-// bound (lower ids first among equals), each read only if it could still hold a larger entry, or
-// an equal one at a lower id. The same token as one read of the whole row.
-TokenId argmax_within_bounds(const Backend& backend, const float* x, int64_t n,
-                             const BlockMaxima& bounds) {
-  uint16_t order[BlockMaxima::kMaxBlocks];
-  std::iota(order, order + bounds.blocks, uint16_t{0});
-  std::sort(order, order + bounds.blocks, [&](uint16_t a, uint16_t b) {
+// The argmax of a row no entry of which exceeds its block's bound (bounds.max[b] for block b):
+// blocks by descending bound (lower ids first among equals), each read only while it could still
+// hold a larger entry, or an equal one at a lower id. block_argmax(start, count) gives a block's
+// (value, id). The same token as one read of the whole row.
+template <class BlockArgmax>
+TokenId argmax_within_bounds(const BlockMaxima& bounds, int64_t n, BlockArgmax block_argmax) {
+  std::array<uint16_t, BlockMaxima::kMaxBlocks> order;
+  std::iota(order.begin(), order.begin() + bounds.blocks, uint16_t{0});
+  std::sort(order.begin(), order.begin() + bounds.blocks, [&](uint16_t a, uint16_t b) {
     return bounds.max[a] > bounds.max[b] || (bounds.max[a] == bounds.max[b] && a < b);
   });
   float best = -std::numeric_limits<float>::infinity();
@@ -40,25 +41,80 @@ TokenId argmax_within_bounds(const Backend& backend, const float* x, int64_t n,
     if (bounds.max[b] < best) break;  // every later bound is lower still
     const auto start = static_cast<int64_t>(b * bounds.block);
     if (bounds.max[b] == best && start > best_id) continue;  // could only tie at a higher id
-    const int64_t id =
-        start +
-        backend.row_argmax(x + start, std::min(n - start, static_cast<int64_t>(bounds.block)));
-    if (x[id] > best || (x[id] == best && id < best_id)) {
-      best = x[id];
+    const auto [value, id] =
+        block_argmax(start, std::min(n - start, static_cast<int64_t>(bounds.block)));
+    if (value > best || (value == best && id < best_id)) {
+      best = value;
       best_id = id;
     }
   }
   return static_cast<TokenId>(best_id);
 }
 
+bool bounds_cover(const BlockMaxima& bounds, int64_t n) {
+  return bounds.block > 0 && bounds.blocks * bounds.block >= static_cast<size_t>(n);
+}
+
+// Entries [start, start + count) of the caller's row as steps 2 and 6 leave them, into out:
+// widened, then per token repetition, frequency and presence (Backend::apply_penalties, with the
+// same counts the steps use: the prompt and history for repetition, the history's counts).
+// count <= kMaxBlock.
+constexpr int64_t kMaxBlock = 2048;
+void penalised_block(const RowStep& row, int64_t start, int64_t count, float* out) {
+  const size_t element = element_size(row.input.dtype);
+  row.backend.convert_row(static_cast<const char*>(row.input_row()) + start * element,
+                          row.input.dtype, out, count);  // checked by the summary's read
+  const RequestParams& p = row.params();
+  if (!penalised(row.plan, p)) return;
+  // This block's entries of the repetition set and of the output counts, ids relative to start.
+  std::array<bool, kMaxBlock> seen{};
+  std::array<int32_t, kMaxBlock> output_count{};
+  const auto in_block = [&](TokenId id) { return id >= start && id < start + count; };
+  if (row.has_kept_counts) {  // the RequestBatch's seen bitmap and output counts
+    for (int64_t i = start; i < start + count; ++i)
+      seen[static_cast<size_t>(i - start)] =
+          (row.kept_seen[static_cast<size_t>(i) / 64] >> (i % 64)) & 1;
+    for (const TokenCount& c : row.kept_output_counts)
+      if (in_block(c.token_id))
+        output_count[static_cast<size_t>(c.token_id - start)] = c.output_count;
+  } else {  // the prompt and history
+    for (TokenId id : row.request.prompt_token_ids)
+      if (in_block(id)) seen[static_cast<size_t>(id - start)] = true;
+    const History history = row.history();
+    for (size_t i = 0; i < history.size(); ++i)
+      if (in_block(history[i])) {
+        seen[static_cast<size_t>(history[i] - start)] = true;
+        ++output_count[static_cast<size_t>(history[i] - start)];
+      }
+  }
+  // As step 6 applies them: repetition over the set, then frequency and presence over the counts.
+  std::array<TokenCount, kMaxBlock> listed;
+  size_t distinct = 0;
+  for (int64_t j = 0; j < count; ++j)
+    if (seen[static_cast<size_t>(j)]) listed[distinct++] = {static_cast<TokenId>(j), 0, true};
+  row.backend.apply_penalties(out, std::span<const TokenCount>(listed.data(), distinct),
+                              p.repetition_penalty, 0.0f, 0.0f);
+  distinct = 0;
+  for (int64_t j = 0; j < count; ++j)
+    if (output_count[static_cast<size_t>(j)] > 0)
+      listed[distinct++] = {static_cast<TokenId>(j), output_count[static_cast<size_t>(j)], false};
+  row.backend.apply_penalties(out, std::span<const TokenCount>(listed.data(), distinct), 1.0f,
+                              p.frequency_penalty, p.presence_penalty);
+}
+
 }  // namespace
 
 void take_greedy_token(RowStep& row) {
   const BlockMaxima& bounds = row.scratch.raw_summary.maxima;
-  if (working_row_bounded_by_callers(row) &&
-      bounds.blocks * bounds.block >= static_cast<size_t>(row.vocab_size())) {
+  if (row.scratch.raw_summary.known && bounds_cover(bounds, row.vocab_size()) &&
+      penalties_only_lower(row.params()) && row.request.params.logit_bias.empty() &&
+      row.plan.processors.empty()) {
+    const float* x = row.logits.data();
     row.greedy_token =
-        argmax_within_bounds(row.backend, row.logits.data(), row.vocab_size(), bounds);
+        argmax_within_bounds(bounds, row.vocab_size(), [&](int64_t start, int64_t count) {
+          const int64_t id = start + row.backend.row_argmax(x + start, count);
+          return std::pair{x[id], id};
+        });
     return;
   }
   row.greedy_token = row.backend.row_argmax(row.logits.data(), row.vocab_size());
@@ -72,6 +128,27 @@ bool take_greedy_token_from_input(RowStep& row) {
   row.greedy_token = row.backend.argmax_checked(static_cast<const float*>(row.input_row()),
                                                 row.vocab_size(), &first_bad, row.split);
   row.failure.token_id = first_bad;
+  row.sampled_token = row.greedy_token;
+  return true;
+}
+
+bool take_greedy_token_from_penalised_input(RowStep& row) {
+  if (!row.sampling.greedy || !greedy_penalised_from_callers_row(row.plan, row.request))
+    return false;
+  RawRowSummary& summary = row.scratch.raw_summary;
+  if (!row.backend.summarise_row(row.input_row(), row.input.dtype, row.vocab_size(), &summary,
+                                 row.split) ||
+      !bounds_cover(summary.maxima, row.vocab_size()) || summary.maxima.block > kMaxBlock) {
+    summary.known = false;
+    return false;  // NaN / +inf (the steps report it), or blocks too long: the steps
+  }
+  std::array<float, kMaxBlock> block;
+  row.greedy_token =
+      argmax_within_bounds(summary.maxima, row.vocab_size(), [&](int64_t start, int64_t count) {
+        penalised_block(row, start, count, block.data());
+        const int64_t id = start + row.backend.row_argmax(block.data(), count);
+        return std::pair{block[static_cast<size_t>(id - start)], id};
+      });
   row.sampled_token = row.greedy_token;
   return true;
 }

@@ -29,19 +29,33 @@ const void* row_pointer(const LogitsView& logits, int64_t row) {
 
 const void* RowStep::input_row() const { return row_pointer(input, row); }
 
-bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request) {
+bool edited_before_penalties(const BatchPlan& plan, const BatchRequest& request) {
   const RequestParams& p = request.params;
   const bool min_tokens_active =
       static_cast<int64_t>(request.output_token_ids.size()) < p.min_tokens &&
       !p.stop_token_ids.empty();
-  const bool penalties =
-      plan.any_penalties &&
-      (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
   return p.allowed_token_ids || !p.bad_words_token_ids.empty() || min_tokens_active ||
-         !p.logit_bias.empty() || !plan.processors.empty() || penalties;
+         !p.logit_bias.empty() || !plan.processors.empty();
+}
+
+bool penalised(const BatchPlan& plan, const RequestParams& p) {
+  return plan.any_penalties && (p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+                                p.presence_penalty != 0.0f);
+}
+
+bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request) {
+  return edited_before_penalties(plan, request) || penalised(plan, request.params);
+}
+
+bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
+  const RequestParams& p = request.params;
+  return p.is_greedy() && plan.needs_logprobs() && plan.raw_mode() && plan.logprob_values() &&
+         !edited_before_penalties(plan, request) && penalised(plan, p) &&
+         p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
 }
 
 bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype) {
+  if (greedy_penalised_from_callers_row(plan, request)) return true;
   return !plan.logprobs_read_working_row() && !edited_before_sampling(plan, request) &&
          (!request.params.is_greedy() || dtype == DType::f32);
 }

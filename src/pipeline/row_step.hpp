@@ -72,11 +72,17 @@ struct RowSampling {
   float min_p = 0.0f;
 };
 
-// Whether steps 3-6 change a request's row.
+// Whether steps 3-6 change a request's row; steps 3-5 alone; step 6 alone.
 bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request);
+bool edited_before_penalties(const BatchPlan& plan, const BatchRequest& request);
+bool penalised(const BatchPlan& plan, const RequestParams& params);
+// Whether a greedy row of a raw_logprobs batch is edited by step 6 alone, whose penalties only
+// lower entries (repetition >= 1, frequency and presence >= 0): its argmax and logprobs then read
+// only the caller's row (greedy.cpp).
+bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request);
 // Whether a row's work is, unless the backend declines, reads of the caller's row (the input
 // draw or argmax, raw logprobs), which may split over threads: no step edits it and no logprob
-// reads the working row.
+// reads the working row, or a greedy row that only penalties lower.
 bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype);
 
 struct RowStep {

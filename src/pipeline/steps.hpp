@@ -23,6 +23,10 @@ void take_greedy_token(RowStep& row);
 // Steps 2-7a in one read for an unedited greedy row whose working row no logprob reads; false:
 // run the steps.
 bool take_greedy_token_from_input(RowStep& row);
+// Steps 2-7a for a greedy row of a raw_logprobs batch that only step 6 edits, lowering entries:
+// one read of the caller's row (step 8's softmax terms) and the few blocks that could hold the
+// argmax, penalised alone; no working row. False: run the steps.
+bool take_greedy_token_from_penalised_input(RowStep& row);
 void apply_temperature(RowStep& row);
 void apply_min_p(RowStep& row);
 void apply_top_k_top_p(RowStep& row);

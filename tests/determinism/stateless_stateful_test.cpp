@@ -23,7 +23,7 @@ struct Tracked {
 };
 
 std::vector<Tracked> make_requests() {
-  std::vector<Tracked> requests(5);
+  std::vector<Tracked> requests(6);
   {
     Tracked& r = requests[0];
     r.id = "penalised";
@@ -73,6 +73,15 @@ std::vector<Tracked> make_requests() {
     r.params.top_p = 0.8f;
     r.prompt = {10, 20, 30};
   }
+  {
+    Tracked& r = requests[5];
+    r.id = "greedy-penalised";  // penalties alone: argmax from the caller's row, no working row
+    r.params = greedy_params();
+    r.params.repetition_penalty = 1.4f;
+    r.params.frequency_penalty = 0.6f;
+    r.params.presence_penalty = 0.2f;
+    r.prompt = {4, 8, 15, 16, 23, 42};
+  }
   return requests;
 }
 
@@ -98,14 +107,14 @@ void expect_same_output(const SamplerOutput& a, const SamplerOutput& b, int step
 
 TEST(StatelessStateful, MultiStepRunGivesIdenticalTokensAndLogprobs) {
   std::vector<Tracked> requests = make_requests();
-  RequestBatch stateful(make_config(kVocab, 5, LogprobsMode::raw_logprobs, 2));
-  Sampler stateless(make_config(kVocab, 5, LogprobsMode::raw_logprobs, 1));
+  RequestBatch stateful(make_config(kVocab, 6, LogprobsMode::raw_logprobs, 2));
+  Sampler stateless(make_config(kVocab, 6, LogprobsMode::raw_logprobs, 1));
   for (const Tracked& r : requests) stateful.add(r.id, r.params, r.prompt);
-  std::vector<size_t> rows = {0, 1, 2, 3, 4};  // request index of each row
+  std::vector<size_t> rows = {0, 1, 2, 3, 4, 5};  // request index of each row
 
   for (int step = 0; step < kSteps; ++step) {
-    if (step == 8) {  // reorder: rows now 3, 0, 4, 1, 2
-      rows = {3, 0, 4, 1, 2};
+    if (step == 8) {  // reorder: rows now 3, 0, 4, 5, 1, 2
+      rows = {3, 0, 4, 5, 1, 2};
       std::vector<std::string> ids;
       for (size_t i : rows) ids.push_back(requests[i].id);
       stateful.reorder(ids);

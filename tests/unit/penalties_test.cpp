@@ -1,6 +1,7 @@
 // Step 6 — repetition, frequency and presence penalties (spec §7, Appendix A.4): repetition over
 // prompt ∪ output (divide positive, multiply non-positive), frequency and presence over the output
 // only; drafts count only when predicting the bonus token.
+#include <algorithm>
 #include <random>
 
 #include "unit/test_util.hpp"
@@ -200,6 +201,70 @@ TEST(Penalties, ShortAndLongHistoriesEqualTheFormulas) {
       }
     }
   }
+}
+
+// A greedy row of a raw_logprobs batch that only penalties edit takes its argmax from the
+// caller's row, penalising only the blocks that could hold it: every penalty must still count as
+// in the formulas. A 40000-token row whose largest entries sit in different blocks: A is in the
+// history (frequency per occurrence), A and C in the prompt (repetition), C a draft (counted only
+// when predicting the bonus token). Stateless, and through a RequestBatch whose history A's
+// steps made.
+TEST(Penalties, GreedyArgmaxFromTheCallersRowCountsEveryPenalty) {
+  constexpr int64_t kVocab = 40000;
+  constexpr TokenId kA = 100, kB = 30000, kC = 20000, kD = 5000;
+  std::mt19937_64 rng(5);
+  std::vector<float> logits(kVocab);
+  for (float& v : logits) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  logits[kA] = 10.0f;
+  logits[kB] = 9.2f;
+  logits[kC] = 9.5f;
+  logits[kD] = 9.4f;
+  auto argmax = [](const std::vector<float>& x) {
+    return static_cast<TokenId>(std::max_element(x.begin(), x.end()) - x.begin());
+  };
+  lastmile::Sampler sampler(make_config(kVocab, 1, lastmile::LogprobsMode::raw_logprobs));
+  struct Case {
+    float repetition, frequency, presence;
+    std::vector<TokenId> prompt, output, spec;
+    bool bonus;
+    TokenId expected;
+  };
+  const std::vector<Case> cases = {
+      {1.0f, 0.4f, 0.1f, {}, {kA, kA, kA}, {}, false, kC},    // A: 10 - 1.2 - 0.1 < C 9.5
+      {1.0f, 0.4f, 0.1f, {}, {kA}, {}, false, kA},            // A: 10 - 0.5 ties C, lower id
+      {1.25f, 0.0f, 0.0f, {kA, kC}, {}, {}, false, kD},       // A 8, C 7.6; D stays 9.4
+      {1.0f, 0.6f, 0.0f, {}, {kA, kA}, {kC, kC}, false, kC},  // drafts do not count
+      {1.0f, 0.6f, 0.0f, {}, {kA, kA}, {kC, kC}, true, kD},   // now C: 9.5 - 1.2 < D
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    Row row = row_with(greedy_params());
+    row.params.repetition_penalty = c.repetition;
+    row.params.frequency_penalty = c.frequency;
+    row.params.presence_penalty = c.presence;
+    row.prompt = c.prompt;
+    row.output = c.output;
+    row.spec = c.spec;
+    const TokenId formulas = argmax(penalised_by_the_spec(logits, row, c.bonus));
+    ASSERT_EQ(formulas, c.expected) << "case " << i;  // the case is built as intended
+    const auto& out =
+        sampler.sample(LogitsView::f32(logits.data(), 1, kVocab), make_batch({row}, 2, c.bonus));
+    EXPECT_EQ(out.sampled_token_ids[0], formulas) << "case " << i;
+  }
+  // Stateful: three steps where A dwarfs the rest make the history A, A, A; then the row above.
+  Row row = row_with(greedy_params());
+  row.params.frequency_penalty = 0.4f;
+  row.params.presence_penalty = 0.1f;
+  row.params.logprobs = 2;
+  lastmile::RequestBatch batch(make_config(kVocab, 1, lastmile::LogprobsMode::raw_logprobs));
+  batch.add("a", row.params, {});
+  std::vector<float> a_first = logits;
+  a_first[kA] = 50.0f;
+  for (int step = 0; step < 3; ++step)
+    ASSERT_EQ(batch.step(LogitsView::f32(a_first.data(), 1, kVocab)).sampled_token_ids[0], kA);
+  row.output = {kA, kA, kA};
+  EXPECT_EQ(batch.step(LogitsView::f32(logits.data(), 1, kVocab)).sampled_token_ids[0],
+            argmax(penalised_by_the_spec(logits, row, false)));
 }
 
 }  // namespace
