@@ -18,11 +18,6 @@
 namespace lastmile::detail {
 namespace {
 
-// Whether step 6 can only lower entries (every penalty scales toward -inf or subtracts).
-bool penalties_only_lower(const RequestParams& p) {
-  return p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
-}
-
 // The argmax of a row no entry of which exceeds its block's bound (bounds.max[b] for block b):
 // blocks by descending bound (lower ids first among equals), each read only while it could still
 // hold a larger entry, or an equal one at a lower id. block_argmax(start, count) gives a block's
@@ -49,10 +44,6 @@ TokenId argmax_within_bounds(const BlockMaxima& bounds, int64_t n, BlockArgmax b
     }
   }
   return static_cast<TokenId>(best_id);
-}
-
-bool bounds_cover(const BlockMaxima& bounds, int64_t n) {
-  return bounds.block > 0 && bounds.blocks * bounds.block >= static_cast<size_t>(n);
 }
 
 // Entries [start, start + count) of the caller's row as steps 2 and 6 leave them, into out:
@@ -105,13 +96,10 @@ void penalised_block(const RowStep& row, int64_t start, int64_t count, float* ou
 }  // namespace
 
 void take_greedy_token(RowStep& row) {
-  const BlockMaxima& bounds = row.scratch.raw_summary.maxima;
-  if (row.scratch.raw_summary.known && bounds_cover(bounds, row.vocab_size()) &&
-      penalties_only_lower(row.params()) && row.request.params.logit_bias.empty() &&
-      row.plan.processors.empty()) {
+  if (const BlockMaxima* bounds = row.callers_row_bounds()) {
     const float* x = row.logits.data();
     row.greedy_token =
-        argmax_within_bounds(bounds, row.vocab_size(), [&](int64_t start, int64_t count) {
+        argmax_within_bounds(*bounds, row.vocab_size(), [&](int64_t start, int64_t count) {
           const int64_t id = start + row.backend.row_argmax(x + start, count);
           return std::pair{x[id], id};
         });
@@ -136,15 +124,16 @@ bool take_greedy_token_from_penalised_input(RowStep& row) {
   if (!row.sampling.greedy || !greedy_penalised_from_callers_row(row.plan, row.request))
     return false;
   RawRowSummary& summary = row.scratch.raw_summary;
-  if (!row.backend.summarise_row(row.input_row(), row.input.dtype, row.vocab_size(), &summary,
-                                 row.split) ||
-      !bounds_cover(summary.maxima, row.vocab_size()) || summary.maxima.block > kMaxBlock) {
+  const bool summarised = row.backend.summarise_row(row.input_row(), row.input.dtype,
+                                                    row.vocab_size(), &summary, row.split);
+  const BlockMaxima* bounds = summarised ? row.callers_row_bounds() : nullptr;
+  if (bounds == nullptr || bounds->block > kMaxBlock) {
     summary.known = false;
     return false;  // NaN / +inf (the steps report it), or blocks too long: the steps
   }
   std::array<float, kMaxBlock> block;
   row.greedy_token =
-      argmax_within_bounds(summary.maxima, row.vocab_size(), [&](int64_t start, int64_t count) {
+      argmax_within_bounds(*bounds, row.vocab_size(), [&](int64_t start, int64_t count) {
         penalised_block(row, start, count, block.data());
         const int64_t id = start + row.backend.row_argmax(block.data(), count);
         return std::pair{block[static_cast<size_t>(id - start)], id};

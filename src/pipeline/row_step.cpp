@@ -54,6 +54,16 @@ bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest
          p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
 }
 
+const BlockMaxima* RowStep::callers_row_bounds() const {
+  const RequestParams& p = params();
+  const BlockMaxima& maxima = scratch.raw_summary.maxima;
+  const bool bounded =
+      scratch.raw_summary.known && p.logit_bias.empty() && plan.processors.empty() &&
+      p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f &&
+      maxima.block > 0 && maxima.blocks * maxima.block >= static_cast<size_t>(vocab_size());
+  return bounded ? &maxima : nullptr;
+}
+
 bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype) {
   if (greedy_penalised_from_callers_row(plan, request)) return true;
   return !plan.logprobs_read_working_row() && !edited_before_sampling(plan, request) &&

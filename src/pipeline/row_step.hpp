@@ -128,6 +128,10 @@ struct RowStep {
   int64_t vocab_size() const { return plan.vocab_size; }
   const void* input_row() const;
   bool edited_before_sampling() const;  // whether steps 3-6 change this row
+  // The caller's row's block maxima (learned by step 2 for raw logprobs) when no entry of the
+  // working row after step 6 can exceed them: steps 3-6 only mask or lower (repetition >= 1,
+  // frequency and presence >= 0; no logit bias, no processor). Else null.
+  const BlockMaxima* callers_row_bounds() const;
   bool logprobs_read_working_row() const { return plan.logprobs_read_working_row(); }
   History history() const;  // for penalties and bad words
   // Sets (or clears again: the worker's bitmap is all zero between rows) the bits of scratch.seen
