@@ -608,11 +608,21 @@ TEST(CpuBackendProperty, LogSoftmaxWithin1e5AndMinPKeepsTheOraclesSet) {
   EXPECT_GT(compared, 100000);
 }
 
-// Greedy rows with raw logprobs and penalties take their argmax from the working row's blocks
-// whose caller's max could hold it. The history holds the largest tokens (the argmax moves to
-// another block), equal values sit in several blocks (the lowest id wins), and some rows raise
-// entries (negative penalties, repetition below 1, a logit bias: every block is read). The token
-// must be the oracle's on every row, fp32 and bf16.
+// A Sampler's config for `rows` rows of `vocab` on `backend`.
+lastmile::SamplerConfig backend_config(int64_t vocab, int64_t rows, lastmile::BackendKind backend) {
+  lastmile::SamplerConfig config;
+  config.vocab_size = vocab;
+  config.max_batch = rows;
+  config.backend = backend;
+  return config;
+}
+
+// Greedy rows with raw logprobs and penalties take their argmax from the blocks whose caller's
+// max could hold it, penalised alone (no working row). The history holds the largest tokens (the
+// argmax moves to another block), equal values sit in several blocks (the lowest id wins), and
+// some rows raise entries (negative penalties, repetition below 1, a logit bias: the steps, every
+// block read); one bans the two largest (the steps, whose argmax reads the working row's blocks
+// by the same bounds). The token must be the oracle's on every row, fp32 and bf16.
 TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
   std::mt19937_64 rng(29);
   for (int trial = 0; trial < 12; ++trial) {
@@ -649,6 +659,9 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
       if (r == 5) p.frequency_penalty = p.presence_penalty = -2.0f;  // raises the history
       if (r == 6) p.repetition_penalty = 0.2f;                       // raises positive logits
       if (r == 7) p.logit_bias = {{static_cast<lastmile::TokenId>(rng() % vocab), 30.0f}};
+      if (r == 4)  // masks lower too: the steps, the working row's argmax by blocks
+        p.bad_words_token_ids = {{static_cast<lastmile::TokenId>(order[0])},
+                                 {static_cast<lastmile::TokenId>(order[1])}};
     }
     const bool bf16 = trial % 2 == 1;
     std::vector<uint16_t> halves;
@@ -657,13 +670,8 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
         halves.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
     const lastmile::LogitsView view = bf16 ? lastmile::LogitsView::bf16(halves.data(), rows, vocab)
                                            : lastmile::LogitsView::f32(logits.data(), rows, vocab);
-    lastmile::SamplerConfig config;
-    config.vocab_size = vocab;
-    config.max_batch = rows;
-    config.backend = lastmile::BackendKind::cpu;
-    lastmile::Sampler fast(config);
-    config.backend = lastmile::BackendKind::reference;
-    lastmile::Sampler slow(config);
+    lastmile::Sampler fast(backend_config(vocab, rows, lastmile::BackendKind::cpu));
+    lastmile::Sampler slow(backend_config(vocab, rows, lastmile::BackendKind::reference));
     const lastmile::SamplerOutput& a = fast.sample(view, batch);
     const lastmile::SamplerOutput& b = slow.sample(view, batch);
     for (int r = 0; r < rows; ++r)
@@ -693,13 +701,8 @@ TEST(CpuBackendProperty, SamplerGivesTheOraclesTokensAndLogprobs) {
       if (r == 4) p.min_p = 0.05f;
     }
     const lastmile::LogitsView view = lastmile::LogitsView::f32(logits.data(), rows, vocab);
-    lastmile::SamplerConfig config;
-    config.vocab_size = vocab;
-    config.max_batch = rows;
-    config.backend = lastmile::BackendKind::cpu;
-    lastmile::Sampler fast(config);
-    config.backend = lastmile::BackendKind::reference;
-    lastmile::Sampler slow(config);
+    lastmile::Sampler fast(backend_config(vocab, rows, lastmile::BackendKind::cpu));
+    lastmile::Sampler slow(backend_config(vocab, rows, lastmile::BackendKind::reference));
     const lastmile::SamplerOutput& a = fast.sample(view, batch);
     const lastmile::SamplerOutput& b = slow.sample(view, batch);
     for (int r = 0; r < rows; ++r) {
