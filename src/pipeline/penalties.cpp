@@ -27,27 +27,6 @@ bool test_and_clear(std::vector<uint64_t>& bits, TokenId id) {
   return was_set;
 }
 
-// The distinct history tokens with their counts (in_prompt unused: repetition is separate), in
-// order of first appearance: a token index in the worker's scratch, O(H), no allocation. The
-// index is left empty (emptied at each call's reserve_lists too), forgetting only what this row
-// put in: not the whole table, which a long history elsewhere in the batch may have grown.
-std::span<const TokenCount> count_history(RowStep& row) {
-  std::vector<TokenCount>& counts = row.scratch.token_counts;
-  TokenIndex& index = row.scratch.history_index;
-  counts.clear();
-  const auto id_at = [&counts](uint32_t i) { return counts[i].token_id; };
-  const History history = row.history();
-  for (size_t i = 0; i < history.size(); ++i) {
-    const TokenId id = history[i];
-    const auto next = static_cast<uint32_t>(counts.size());
-    const uint32_t at = index.find_or_insert(id, next, id_at);
-    if (at == next) counts.push_back({id, 0, false});
-    ++counts[at].output_count;
-  }
-  index.forget(counts.size(), id_at);
-  return counts;
-}
-
 // Repetition from the batch's prompt and history: the bitmap is built, used and left all zero.
 void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
   std::vector<uint64_t>& seen = row.scratch.seen;
@@ -97,7 +76,7 @@ void apply_penalties(RowStep& row) {
   if (p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
   // A repetition factor of 1 is an exact identity: frequency and presence alone.
   const std::span<const TokenCount> counts =
-      row.has_kept_counts ? row.kept_output_counts : count_history(row);
+      row.has_kept_counts ? row.kept_output_counts : row.count_history();
   row.backend.apply_penalties(row.logits.data(), counts, 1.0f, p.frequency_penalty,
                               p.presence_penalty);
 }

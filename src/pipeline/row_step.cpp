@@ -65,7 +65,6 @@ const BlockMaxima* RowStep::callers_row_bounds() const {
 }
 
 bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype) {
-  if (greedy_penalised_from_callers_row(plan, request)) return true;
   return !plan.logprobs_read_working_row() && !edited_before_sampling(plan, request) &&
          (!request.params.is_greedy() || dtype == DType::f32);
 }
@@ -77,6 +76,23 @@ bool RowStep::edited_before_sampling() const {
 History RowStep::history() const {
   if (plan.predict_bonus_token) return {request.output_token_ids, request.spec_token_ids};
   return {request.output_token_ids, {}};
+}
+
+std::span<const TokenCount> RowStep::count_history() {
+  std::vector<TokenCount>& counts = scratch.token_counts;
+  TokenIndex& index = scratch.history_index;
+  counts.clear();
+  const auto id_at = [&counts](uint32_t i) { return counts[i].token_id; };
+  const History tokens = history();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const TokenId id = tokens[i];
+    const auto next = static_cast<uint32_t>(counts.size());
+    const uint32_t at = index.find_or_insert(id, next, id_at);
+    if (at == next) counts.push_back({id, 0, false});
+    ++counts[at].output_count;
+  }
+  index.forget(counts.size(), id_at);
+  return counts;
 }
 
 void RowStep::mark_prompt_and_history(bool set) {

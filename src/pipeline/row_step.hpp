@@ -78,11 +78,12 @@ bool edited_before_penalties(const BatchPlan& plan, const BatchRequest& request)
 bool penalised(const BatchPlan& plan, const RequestParams& params);
 // Whether a greedy row of a raw_logprobs batch is edited by step 6 alone, whose penalties only
 // lower entries (repetition >= 1, frequency and presence >= 0): its argmax and logprobs then read
-// only the caller's row (greedy.cpp).
+// only the caller's row, unless the backend declines (greedy.cpp). Such a row is not counted
+// below: a backend that declines would leave it to the steps, which do not split.
 bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request);
 // Whether a row's work is, unless the backend declines, reads of the caller's row (the input
 // draw or argmax, raw logprobs), which may split over threads: no step edits it and no logprob
-// reads the working row, or a greedy row that only penalties lower.
+// reads the working row.
 bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype);
 
 struct RowStep {
@@ -137,6 +138,12 @@ struct RowStep {
   // Sets (or clears again: the worker's bitmap is all zero between rows) the bits of scratch.seen
   // for the prompt and history tokens: repetition's seen tokens (spec §7.1).
   void mark_prompt_and_history(bool set);
+  // The distinct history tokens with their counts (in_prompt unused: repetition is separate), in
+  // order of first appearance, in scratch.token_counts: a token index in the worker's scratch,
+  // O(H), no allocation. The index is left empty (emptied at each call's reserve_lists too),
+  // forgetting only what this row put in: not the whole table, which a long history elsewhere in
+  // the batch may have grown.
+  std::span<const TokenCount> count_history();
   uint64_t stream_step() const { return request.step.value_or(request.output_token_ids.size()); }
 };
 

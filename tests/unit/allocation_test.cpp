@@ -75,6 +75,8 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
     row.params.seed = static_cast<uint64_t>(r);
   }
   batch.requests[0].params.temperature = 0.0f;
+  batch.requests[0].params.repetition_penalty = 1.3f;  // greedy, penalties alone: no working row
+  batch.requests[0].params.presence_penalty = 0.4f;
   batch.requests[1].params.top_k = 20;
   batch.requests[1].params.top_p = 0.9f;
   batch.requests[2].params.min_p = 0.1f;
@@ -122,7 +124,10 @@ TEST(Allocation, RequestBatchStepsWithinReservedOutputAllocateNothing) {
       params.frequency_penalty = 0.2f;
       params.presence_penalty = 0.1f;
       if (r == 1) params.top_k = 50;
-      if (r == 2) params.temperature = 0.0f;
+      if (r == 2) {  // greedy with penalties alone and raw logprobs: no working row
+        params.temperature = 0.0f;
+        params.logprobs = 3;
+      }
       const char* const ids[kRows] = {"r0", "r1", "r2", "r3"};
       batch.add(ids[r], params, prompt, kSteps + 1);
     }

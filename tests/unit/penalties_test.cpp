@@ -230,11 +230,12 @@ TEST(Penalties, GreedyArgmaxFromTheCallersRowCountsEveryPenalty) {
     TokenId expected;
   };
   const std::vector<Case> cases = {
-      {1.0f, 0.4f, 0.1f, {}, {kA, kA, kA}, {}, false, kC},    // A: 10 - 1.2 - 0.1 < C 9.5
-      {1.0f, 0.4f, 0.1f, {}, {kA}, {}, false, kA},            // A: 10 - 0.5 ties C, lower id
-      {1.25f, 0.0f, 0.0f, {kA, kC}, {}, {}, false, kD},       // A 8, C 7.6; D stays 9.4
-      {1.0f, 0.6f, 0.0f, {}, {kA, kA}, {kC, kC}, false, kC},  // drafts do not count
-      {1.0f, 0.6f, 0.0f, {}, {kA, kA}, {kC, kC}, true, kD},   // now C: 9.5 - 1.2 < D
+      {1.0f, 0.4f, 0.1f, {}, {kA, kA, kA}, {}, false, kC},      // A: 10 - 1.2 - 0.1 < C 9.5
+      {1.0f, 0.4f, 0.1f, {}, {kA}, {}, false, kA},              // A: 10 - 0.5 ties C, lower id
+      {1.0f, 0.4f, 0.1f, {}, {kD, kA, kA, kA}, {}, false, kC},  // each block its own counts
+      {1.25f, 0.0f, 0.0f, {kA, kC}, {}, {}, false, kD},         // A 8, C 7.6; D stays 9.4
+      {1.0f, 0.6f, 0.0f, {}, {kA, kA}, {kC, kC}, false, kC},    // drafts do not count
+      {1.0f, 0.6f, 0.0f, {}, {kA, kA}, {kC, kC}, true, kD},     // now C: 9.5 - 1.2 < D
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
