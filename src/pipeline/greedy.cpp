@@ -89,15 +89,16 @@ class PenalisedBlocks {
     row_.backend.convert_row(static_cast<const char*>(row_.input_row()) + start * element,
                              row_.input.dtype, out, count);  // checked by the summary's read
     const RequestParams& p = row_.params();
-    Batched repeated(row_.backend, out, p.repetition_penalty, 0.0f, 0.0f);
-    if (p.repetition_penalty != 1.0f)
+    if (p.repetition_penalty != 1.0f) {
+      Batched repeated(row_.backend, out, p.repetition_penalty, 0.0f, 0.0f);
       for (auto w = static_cast<size_t>(start) / 64; w * 64 < static_cast<size_t>(start + count);
            ++w)
         for (uint64_t bits = seen_[w]; bits != 0; bits &= bits - 1) {
           const auto i = static_cast<int64_t>(w * 64) + std::countr_zero(bits);
           if (i < start + count) repeated.add({static_cast<TokenId>(i - start), 0, true});
         }
-    repeated.flush();
+      repeated.flush();
+    }
     if (p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
     Batched counted(row_.backend, out, 1.0f, p.frequency_penalty, p.presence_penalty);
     const size_t b = static_cast<size_t>(start) / block_;
@@ -109,7 +110,7 @@ class PenalisedBlocks {
   }
 
  private:
-  // Backend::apply_penalties over tokens handed in one at a time, kBatch to a call.
+  // Backend::apply_penalties over tokens handed in one at a time, 64 to a call.
   class Batched {
    public:
     Batched(const Backend& backend, float* x, float repetition, float frequency, float presence)

@@ -47,20 +47,28 @@ bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request) 
   return edited_before_penalties(plan, request) || penalised(plan, request.params);
 }
 
+namespace {
+
+// Whether step 6 can only lower entries: repetition >= 1 scales toward -inf on either sign,
+// frequency and presence >= 0 subtract.
+bool penalties_only_lower(const RequestParams& p) {
+  return p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
+}
+
+}  // namespace
+
 bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
   const RequestParams& p = request.params;
   return p.is_greedy() && plan.needs_logprobs() && plan.raw_mode() && plan.logprob_values() &&
-         !edited_before_penalties(plan, request) && penalised(plan, p) &&
-         p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f;
+         !edited_before_penalties(plan, request) && penalised(plan, p) && penalties_only_lower(p);
 }
 
 const BlockMaxima* RowStep::callers_row_bounds() const {
   const RequestParams& p = params();
   const BlockMaxima& maxima = scratch.raw_summary.maxima;
-  const bool bounded =
-      scratch.raw_summary.known && p.logit_bias.empty() && plan.processors.empty() &&
-      p.repetition_penalty >= 1.0f && p.frequency_penalty >= 0.0f && p.presence_penalty >= 0.0f &&
-      maxima.block > 0 && maxima.blocks * maxima.block >= static_cast<size_t>(vocab_size());
+  const bool bounded = scratch.raw_summary.known && p.logit_bias.empty() &&
+                       plan.processors.empty() && penalties_only_lower(p) && maxima.block > 0 &&
+                       maxima.blocks * maxima.block >= static_cast<size_t>(vocab_size());
   return bounded ? &maxima : nullptr;
 }
 
