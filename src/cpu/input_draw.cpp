@@ -4,7 +4,9 @@
 // read the caller's row in place (dividing by the temperature on the fly, exactly as step 7b)
 // and keep only short lists:
 // - temperature only: softmax statistics by blocks in one read; the walk recomputes one block;
-// - min_p: the same statistics, then the oracle's test as a logit threshold and the survivors;
+// - min_p: the block maxima alone, then the blocks that reach min_p's cut listed: the sum only
+//   matters to entries within rounding of the cut (then the statistics and the oracle's test as
+//   a logit threshold);
 // - top-k (and top-p): candidates above a sampled threshold, the k-th among them, top-p's cut on
 //   the list, the draw on the list.
 // - top-p alone: the probabilities from the band's low end up, listed on a second read.
@@ -196,10 +198,63 @@ bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, dou
 void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima) {
   maxima->block = block_size(n);
   maxima->blocks = (static_cast<size_t>(n) + maxima->block - 1) / maxima->block;
-  cpu::source_block_max(src, dtype, static_cast<size_t>(n), maxima->block, maxima->max);
+  static_cast<void>(  // a NaN-free row: nothing to check
+      cpu::source_block_max(src, dtype, static_cast<size_t>(n), maxima->block, maxima->max));
 }
 
 namespace {
+
+// The maxima of the quotients src / t by blocks of `block` entries, in one read split over the
+// row's chunks: division by t > 0 is monotone, so a block's largest quotient is its max divided.
+// False on a NaN / +inf, or a quotient that overflows to +inf.
+bool quotient_block_maxima(const void* src, DType dtype, size_t n, float t, size_t block,
+                           float* maxima, const ParallelFor& parallel) {
+  const RowChunks chunks = row_chunks(n, block);
+  bool ok[kRowChunks];
+  auto chunk_maxima = [&](int64_t c) {
+    const auto chunk = static_cast<size_t>(c);
+    ok[chunk] = cpu::source_block_max(entry_at(src, dtype, chunks.begin(chunk)), dtype,
+                                      chunks.end(chunk) - chunks.begin(chunk), block,
+                                      maxima + chunks.begin(chunk) / block);
+  };
+  parallel(static_cast<int64_t>(chunks.count), chunk_maxima);
+  if (!std::all_of(ok, ok + chunks.count, [](bool b) { return b; })) return false;
+  const size_t blocks = (n + block - 1) / block;
+  if (t != 1.0f)
+    for (size_t b = 0; b < blocks; ++b) maxima[b] /= t;
+  return std::all_of(maxima, maxima + blocks,
+                     [](float m) { return m < std::numeric_limits<float>::infinity(); });
+}
+
+// min_p without the softmax's sum: when no entry lies in min_p_cut's range (selection.hpp), the
+// kept set is the one the statistics pass would give for any sum, so the block maxima and a
+// listing of the blocks that reach the range decide it, with no Exp pass; the same list in id
+// order, so the same token. nullopt: an entry lies in the range, or the listing would read over a
+// quarter of the blocks: the statistics decide.
+std::optional<TokenId> draw_min_p_by_maxima(const void* src, DType dtype, size_t n,
+                                            const DrawParams& params, double u, SortScratch scratch,
+                                            const ParallelFor& parallel) {
+  constexpr size_t kBufferBlock = 2048;  // row_softmax's limit: the same rows as the statistics
+  const size_t block = block_size(static_cast<int64_t>(n));
+  if (params.min_p < kSmallestDecidedMinP || block > kBufferBlock) return std::nullopt;
+  const size_t blocks = (n + block - 1) / block;
+  float maxima[kMaxBlocks];
+  if (!quotient_block_maxima(src, dtype, n, params.temperature, block, maxima, parallel))
+    return kNoInputDraw;  // the steps report it
+  const float max = *std::max_element(maxima, maxima + blocks);
+  if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
+  const MinPCut cut = min_p_cut(max, params.min_p);
+  const auto reaching =
+      std::count_if(maxima, maxima + blocks, [&](float m) { return m >= cut.masked_below; });
+  if (4 * static_cast<size_t>(reaching) > blocks) return std::nullopt;
+  const size_t listed = list_scaled_at_least(src, dtype, n, params.temperature, cut.masked_below,
+                                             scratch, parallel, {maxima, block});
+  if (listed == kNotListed) return kNoInputDraw;
+  const float* values = scratch.values.data();
+  if (std::any_of(values, values + listed, [&](float v) { return v < cut.kept_from; }))
+    return std::nullopt;
+  return draw_over_list(listed, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+}
 
 // Temperature only, or min_p. min_p keeps the entries >= about max + log(min_p): the statistics
 // pass lists those within a margin of that on the way, so the survivors need no second read
@@ -212,6 +267,10 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   cpu::NearMax near;
   if (params.min_p > 0.0f)
     near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
+  if (params.min_p > 0.0f)
+    if (const std::optional<TokenId> token =
+            draw_min_p_by_maxima(src, dtype, size, params, u, scratch, parallel))
+      return *token;
   RowSoftmax row;
   if (!row_softmax(src, dtype, size, t, &near, &row, parallel)) return kNoInputDraw;
   if (row.max == kNegInf) return 0;  // the oracle's draw on an all -inf row

@@ -68,8 +68,9 @@ void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) -
 void mask_below(float* x, size_t n, float threshold);             // exact
 int64_t count_at_least(const float* x, size_t n, float v);        // exact
 int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v);  // widened
-// Each block's max of a caller's NaN-free row, blocks of `block` entries (the last may be shorter).
-void source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max);
+// Each block's max of a caller's row, blocks of `block` entries (the last may be shorter); false if
+// the row holds NaN or +inf.
+bool source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max);
 // Compressing kernels store whole vectors past their count: outputs need this many spare entries.
 inline constexpr size_t kCompressSlack = 64;
 // (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.

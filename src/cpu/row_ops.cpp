@@ -480,26 +480,36 @@ int64_t count_pass(Source src, size_t n, float v) {
 }
 
 // Each block's max of a caller's row (blocks of `block` entries, the last may be shorter) into
-// block_max; NaN-free rows.
+// block_max; false if the row holds NaN or +inf (then the maxima mean nothing).
 template <class Source>
-void block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max) {
+bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
+  BadLanes bad(d);
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     auto max = hn::Set(d, -kInf);
     size_t i = start;
-    for (; i + lanes <= end; i += lanes) max = hn::Max(max, src.Whole(d, i));
-    if (i < end)
-      max = hn::Max(
-          max, hn::IfThenElse(hn::FirstN(d, end - i), src.Tail(d, i, end - i), hn::Set(d, -kInf)));
+    for (; i + lanes <= end; i += lanes) {
+      const auto v = src.Whole(d, i);
+      bad.Check(d, v);
+      max = hn::Max(max, v);
+    }
+    if (i < end) {
+      const auto v =
+          hn::IfThenElse(hn::FirstN(d, end - i), src.Tail(d, i, end - i), hn::Set(d, -kInf));
+      bad.Check(d, v);
+      max = hn::Max(max, v);
+    }
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
   }
+  return !bad.Any(d);
 }
 
-void source_block_max(const void* HWY_RESTRICT src, DType dtype, size_t n, size_t block,
+bool source_block_max(const void* HWY_RESTRICT src, DType dtype, size_t n, size_t block,
                       float* HWY_RESTRICT block_max) {
-  with_source(src, dtype, [&](auto source) { block_max_pass(source, n, block, block_max); });
+  return with_source(src, dtype,
+                     [&](auto source) { return block_max_pass(source, n, block, block_max); });
 }
 
 int64_t count_at_least(const float* HWY_RESTRICT x, size_t n, float v) {
@@ -878,8 +888,8 @@ int64_t count_at_least(const float* x, size_t n, float v) {
 int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v) {
   return HWY_DYNAMIC_DISPATCH(count_source_at_least)(src, dtype, n, v);
 }
-void source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max) {
-  HWY_DYNAMIC_DISPATCH(source_block_max)(src, dtype, n, block, block_max);
+bool source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max) {
+  return HWY_DYNAMIC_DISPATCH(source_block_max)(src, dtype, n, block, block_max);
 }
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values, size_t limit) {

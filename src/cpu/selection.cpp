@@ -60,4 +60,11 @@ float smallest_kept(float max, float inv_sum, float threshold) {
   return smallest_passing([&](float v) { return !(std::exp(v - max) * inv_sum < threshold); });
 }
 
+MinPCut min_p_cut(float max, float min_p) {
+  auto smallest_with_weight = [max](float w) {
+    return smallest_passing([&](float v) { return !(std::exp(v - max) < w); });
+  };
+  return {smallest_with_weight(from_orderable(orderable(min_p) - 4)), smallest_with_weight(min_p)};
+}
+
 }  // namespace lastmile::detail::cpu_selection

@@ -243,6 +243,19 @@ float smallest_passing(Passes passes) {
 // the smallest kept float, found by bisection with the oracle's own arithmetic.
 float smallest_kept(float max, float inv_sum, float threshold);
 
+// Where min_p's test (smallest_kept(max, inv_sum, min_p * inv_sum)) can fall for any sum: inv_sum
+// = 1 / sum lies in [2^-21, 1] (the sum holds the max's 1 and at most 2^20 terms). Whatever its
+// value, rounding being monotone, every w = std::exp(v - max) >= min_p is kept, and every w 4 ULPs
+// or more below min_p (2^-22 relative: more than the two products' roundings, which stay normal
+// for min_p >= kSmallestDecidedMinP) is masked. So the test's smallest kept logit lies in
+// [masked_below, kept_from], the logits where w reaches those two bounds (by bisection).
+inline constexpr float kSmallestDecidedMinP = 0x1p-100f;
+struct MinPCut {
+  float masked_below;  // every entry below it is masked, whatever the sum
+  float kept_from;     // every entry at or above it is kept, whatever the sum
+};
+MinPCut min_p_cut(float max, float min_p);  // min_p >= kSmallestDecidedMinP, max finite
+
 // Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of every
 // lane count) that depends only on n: sums and draws never depend on threads.
 inline constexpr size_t kMaxBlocks = 512;

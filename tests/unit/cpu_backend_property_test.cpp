@@ -11,6 +11,7 @@
 #include <set>
 
 #include "backend.hpp"
+#include "cpu/input_draw.hpp"
 #include "cpu/selection.hpp"
 #include "unit/backwards_chunks.hpp"
 #include "unit/test_util.hpp"
@@ -565,7 +566,10 @@ TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
   Scratch a;
   for (const int64_t n : {7, 1000, 40000}) {
     for (const float bad : {std::nanf(""), kInf, 3e38f}) {
-      std::vector<float> x(static_cast<size_t>(n), 0.5f);
+      // Flat, then peaked far from the bad entry: min_p's blocks' maxima would read only the
+      // peak's block, had their pass not checked the row.
+      std::vector<float> x(static_cast<size_t>(n), n == 40000 ? -20.0f : 0.5f);
+      x[0] = 0.5f;
       x[static_cast<size_t>(n / 2)] = bad;
       for (int shape = 0; shape < 3; ++shape) {
         lastmile::detail::DrawParams params;
@@ -606,6 +610,92 @@ TEST(CpuBackendProperty, LogSoftmaxWithin1e5AndMinPKeepsTheOraclesSet) {
     ASSERT_EQ(fast, slow) << "trial " << trial << " min_p " << min_p;
   }
   EXPECT_GT(compared, 100000);
+}
+
+// min_p_cut brackets the oracle's min_p test for every sum a row can have: its smallest kept logit
+// (smallest_kept with inv_sum anywhere in [2^-21, 1], the ends included) lies in [masked_below,
+// kept_from]. Maxima from -1e4 to 1e4 (0 a third of the time: the finest logits), min_p from
+// 2^-100 to 1. The sum must move the test inside the bracket on some trials, or this shows nothing.
+TEST(CpuSelection, MinPCutBracketsTheOraclesTestForAnySum) {
+  using lastmile::detail::cpu_selection::kSmallestDecidedMinP;
+  std::mt19937_64 rng(19);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  int moved = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const float max = trial % 3 == 0   ? 0.0f
+                      : trial % 3 == 1 ? 80.0f * unit(rng) - 40.0f
+                                       : 2e4f * unit(rng) - 1e4f;
+    const float min_p = trial % 11 == 0   ? kSmallestDecidedMinP
+                        : trial % 11 == 1 ? 1.0f
+                        : trial % 2 == 0  ? 0.3f + 0.7f * unit(rng)
+                                          : std::exp2(-100.0f * unit(rng));
+    const float inv_sum = trial % 7 == 0   ? 0x1p-21f
+                          : trial % 7 == 1 ? 1.0f
+                                           : std::exp2(-21.0f * unit(rng));
+    const auto cut = lastmile::detail::cpu_selection::min_p_cut(max, min_p);
+    const float kept =
+        lastmile::detail::cpu_selection::smallest_kept(max, inv_sum, min_p * inv_sum);
+    ASSERT_LE(cut.masked_below, kept) << "max " << max << " min_p " << min_p << " inv " << inv_sum;
+    ASSERT_LE(kept, cut.kept_from) << "max " << max << " min_p " << min_p << " inv " << inv_sum;
+    moved += kept != cut.kept_from;
+  }
+  EXPECT_GT(moved, 100);
+}
+
+// min_p's draw from a caller's row skips the softmax's sum only when no entry lies in min_p_cut's
+// bracket; entries planted in it must be decided as the statistics pass decides them, with its
+// sum (caller_row_softmax's, the same pass). Rows of 8 blocks: a body far below the cut; the max
+// 0, every float of the bracket (up to 24) and the next one below it at random ids of one block.
+// The token for 16 values of u across (0, 1) must be the oracle's draw over the row masked by that
+// decision; planted entries kept and masked by the sum must both occur.
+TEST(CpuBackendProperty, DrawFromInputMinPDecidesItsBracketWithTheSum) {
+  namespace sel = lastmile::detail::cpu_selection;
+  std::mt19937_64 rng(20);
+  Scratch a, b;
+  const int64_t n = 16384;
+  int kept_by_sum = 0, masked_by_sum = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> x(static_cast<size_t>(n));
+    const float body = -9.0f - 5.0f * std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+    for (float& v : x) v = body - std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+    std::vector<size_t> ids(2048);  // one block's, so that the blocks' maxima skip the rest
+    std::iota(ids.begin(), ids.end(), 2048 * (rng() % 8));
+    std::shuffle(ids.begin(), ids.end(), rng);
+    x[ids[0]] = 0.0f;
+    const float min_p = std::uniform_real_distribution<float>(0.3f, 0.9f)(rng);
+    const sel::MinPCut cut = sel::min_p_cut(0.0f, min_p);
+    size_t planted = 1;
+    for (float v = std::nextafter(cut.masked_below, -kInf); v <= cut.kept_from && planted <= 25;
+         v = std::nextafter(v, kInf))
+      x[ids[planted++]] = v;
+    float max = 0;
+    double total = 0;
+    lastmile::detail::BlockMaxima maxima;
+    ASSERT_TRUE(sel::caller_row_softmax(x.data(), lastmile::DType::f32, n, &max, &total, &maxima));
+    const auto inv_sum = static_cast<float>(1.0 / total);
+    std::vector<float> masked = x;
+    for (size_t i = 1; i < planted; ++i) {
+      const float v = x[ids[i]];
+      const bool kept = !(std::exp(v - max) * inv_sum < min_p * inv_sum);
+      if (!kept) masked[ids[i]] = -kInf;
+      kept_by_sum += kept && v < cut.kept_from;
+      masked_by_sum += !kept && v >= cut.masked_below;
+    }
+    for (float& v : masked)
+      if (v < cut.masked_below) v = -kInf;
+    lastmile::detail::DrawParams params;
+    params.top_k = n;
+    params.min_p = min_p;
+    for (int k = 0; k < 16; ++k) {
+      const double u = (k + 0.5) / 16;
+      const TokenId fast = cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u,
+                                                 a.get(x.size()), kSerial);
+      ASSERT_EQ(fast, oracle().draw(masked.data(), n, u, b.get(x.size())))
+          << "trial " << trial << " u " << u << " min_p " << min_p;
+    }
+  }
+  EXPECT_GT(kept_by_sum, 10);
+  EXPECT_GT(masked_by_sum, 10);
 }
 
 // A Sampler's config for `rows` rows of `vocab` on `backend`.
