@@ -73,6 +73,20 @@ struct ParallelFor {
 // Backend::draw_from_input has no answer: run the steps.
 inline constexpr TokenId kNoInputDraw = -1;
 
+// The longest block of a PenalisedRow read at a time (block_size for vocabularies up to 2^20).
+inline constexpr int64_t kPenalisedBlock = 2048;
+
+// A random row's working row after step 6, with no working row
+// (Backend::draw_from_penalised_input): read(context, start, count, out) writes its entries [start,
+// start + count), a range within one block of kPenalisedBlock entries, as steps 2-6 leave them.
+// Step 6 only lowers entries, so none exceeds the caller's row src's.
+struct PenalisedRow {
+  const void* src = nullptr;  // the caller's row
+  DType dtype = DType::f32;
+  void* context = nullptr;
+  void (*read)(void* context, int64_t start, int64_t count, float* out) = nullptr;
+};
+
 // A raw mode's active values (spec §3.1) as a map of the caller's float32 view x, which no step
 // edits: log_softmax's (x - max) - log_sum, the float32 arithmetic of Backend::log_softmax (the
 // log-sum as the backend's input_raw_logprobs computes it), or x itself for raw_logits (max =
@@ -186,6 +200,18 @@ class Backend {
   virtual TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
                                   double u, SortScratch scratch,
                                   const ParallelFor& parallel) const = 0;
+
+  // draw_from_input over a random row's working row after step 6 when only step 6 edits it,
+  // lowering entries (repetition >= 1, frequency and presence >= 0), read through `row`'s blocks
+  // instead: the same token, or kNoInputDraw when the backend has no such path for these
+  // parameters, or the row holds NaN / +inf, or the division makes one (the caller then runs the
+  // steps, which report it). With `summary`, also what summarise_row learns of the caller's row
+  // (known false when not learned), which step 2 then need not learn again. scratch.keys is
+  // empty: the row's reads hold it.
+  virtual TokenId draw_from_penalised_input(const PenalisedRow& row, int64_t n,
+                                            const DrawParams& params, double u, SortScratch scratch,
+                                            RawRowSummary* summary,
+                                            const ParallelFor& parallel) const = 0;
 
   // Step 8 of a raw mode read from the caller's row src of n `dtype` logits in place, instead of
   // a snapshot (step 2 or an input path checked it: no NaN or +inf): the map of its float32 view

@@ -156,6 +156,12 @@ class CpuBackend final : public Backend {
     return draw_from_caller_row(src, dtype, n, params, u, scratch, parallel);
   }
 
+  TokenId draw_from_penalised_input(const PenalisedRow& row, int64_t n, const DrawParams& params,
+                                    double u, SortScratch scratch, RawRowSummary* summary,
+                                    const ParallelFor& parallel) const override {
+    return draw_from_penalised_blocks(row, n, params, u, scratch, summary, parallel);
+  }
+
   RawLogprobs input_raw_logprobs(const void* src, DType dtype, int64_t n, bool log_softmax,
                                  TokenId token_id, int64_t k, TokenId* ids, float* out,
                                  SortScratch scratch, const RawRowSummary* summary,

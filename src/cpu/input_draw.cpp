@@ -19,6 +19,7 @@
 #include <limits>
 #include <numeric>
 
+#include "cpu/input_logprobs.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/selection.hpp"
 #include "reference/float16.hpp"
@@ -566,6 +567,77 @@ TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const Draw
   if (top_k || top_p) return kNoInputDraw;
   // p = 1 top-p masks only tokens of probability 0, which the draw never picks (u > 0).
   return draw_by_softmax(src, dtype, n, params, u, scratch, parallel);
+}
+
+// min_p alone over a penalised row read block by block. Step 6 only lowered entries, so the
+// caller's block maxima bound the working row's: its max is read from the blocks by descending
+// bound while one could still hold more, and only the blocks whose bound reaches min_p_cut's
+// range are listed, as draw_min_p_by_maxima lists the working row: the same list, so the same
+// token. What this declines (an entry in the range, or over a quarter of the blocks by bounds,
+// which count no fewer than the working row's maxima) the steps decide, as draw_by_softmax does
+// over the working row, where declining changes no token either.
+TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const DrawParams& params,
+                                   double u, SortScratch scratch, RawRowSummary* summary,
+                                   const ParallelFor& parallel) {
+  const auto size = static_cast<size_t>(n);
+  const size_t block = block_size(n);
+  const bool min_p_alone = params.min_p >= kSmallestDecidedMinP && params.top_k >= n &&
+                           !(params.apply_top_p && params.top_p < 1.0f);
+  if (summary != nullptr) summary->known = false;
+  if (!min_p_alone || block > static_cast<size_t>(kPenalisedBlock)) return kNoInputDraw;
+  BlockMaxima caller_maxima;
+  const BlockMaxima* bounds = &caller_maxima;
+  if (summary != nullptr) {
+    summary->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
+                                                summary, parallel);
+    if (!summary->known) return kNoInputDraw;
+    bounds = &summary->maxima;
+  } else {
+    caller_maxima.block = block;
+    caller_maxima.blocks = (size + block - 1) / block;
+    if (!quotient_block_maxima(row.src, row.dtype, size, 1.0f, block, caller_maxima.max, parallel))
+      return kNoInputDraw;
+  }
+  if (bounds->block != block) return kNoInputDraw;  // not this row's blocks
+  const size_t blocks = bounds->blocks;
+  float values[kPenalisedBlock + cpu::kCompressSlack];
+  auto read = [&](size_t b) {
+    const size_t start = b * block, count = std::min(block, size - start);
+    row.read(row.context, static_cast<int64_t>(start), static_cast<int64_t>(count), values);
+    return count;
+  };
+  uint16_t order[kMaxBlocks];
+  std::iota(order, order + blocks, uint16_t{0});
+  std::sort(order, order + blocks,
+            [&](uint16_t a, uint16_t b) { return bounds->max[a] > bounds->max[b]; });
+  float max = kNegInf;
+  for (size_t i = 0; i < blocks && bounds->max[order[i]] > max; ++i)
+    max = std::max(max, cpu::row_max(values, read(order[i])));
+  if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
+  const float t = params.temperature;
+  auto quotient = [t](float v) { return t == 1.0f ? v : v / t; };
+  if (!(quotient(max) < std::numeric_limits<float>::infinity())) return kNoInputDraw;
+  const MinPCut cut = min_p_cut(quotient(max), params.min_p);
+  auto reaches = [&](size_t b) { return quotient(bounds->max[b]) >= cut.masked_below; };
+  size_t reaching = 0;
+  for (size_t b = 0; b < blocks; ++b) reaching += reaches(b);
+  if (4 * reaching > blocks) return kNoInputDraw;
+  int32_t* const ids = scratch.ids.data();
+  float* const listed_values = scratch.values.data();
+  size_t listed = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    if (!reaches(b)) continue;
+    const size_t count = read(b);
+    if (t != 1.0f) cpu::divide(values, count, t);  // no overflow: none is above the max
+    const size_t found = cpu::compress_at_least(values, count, cut.masked_below, false,
+                                                ids + listed, listed_values + listed);
+    for (size_t i = listed; i < listed + found; ++i) ids[i] += static_cast<int32_t>(b * block);
+    listed += found;
+  }
+  if (std::any_of(listed_values, listed_values + listed,
+                  [&](float v) { return v < cut.kept_from; }))
+    return kNoInputDraw;
+  return draw_over_list(listed, ids, u, [listed_values](size_t i) { return listed_values[i]; });
 }
 
 }  // namespace lastmile::detail::cpu_selection

@@ -86,5 +86,10 @@ void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxim
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
                              double u, SortScratch scratch, const ParallelFor& parallel);
+// Backend::draw_from_penalised_input: min_p alone (the rest declined unread), as
+// draw_from_caller_row decides it over the working row.
+TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const DrawParams& params,
+                                   double u, SortScratch scratch, RawRowSummary* summary,
+                                   const ParallelFor& parallel);
 
 }  // namespace lastmile::detail::cpu_selection

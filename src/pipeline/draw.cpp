@@ -4,12 +4,17 @@
 // Greedy rows keep their argmax (vLLM draws for them too and discards the draw). Every random row
 // without custom processors (which edit the row at 7c) is drawn by the backend's draw_from_input,
 // steps 7b-e in passes that write no row: over the caller's row when steps 3-6 leave it alone
-// (steps 2-7 in one read or two), else over the working row after step 6. Whether a batch reads
+// (steps 2-7 in one read or two), else over the working row after step 6. A row that only step 6
+// edits, lowering entries, may skip the working row: draw_from_penalised_input reads the caller's
+// row and penalises only the blocks the draw needs, for the same token. Whether a batch reads
 // processed logprobs is batch-wide, so the same row may come to step 7 with them: it is then
 // drawn by the same draw_from_input over its divided working row, before step 7c-d mask it for
 // the logprobs. Only when draw_from_input declines does the row draw after steps 7b-d.
 // A row's token never depends on whether its companions ask for logprobs: the backend's input
 // draw and its steps agree only up to rounding.
+#include <optional>
+
+#include "pipeline/penalised_blocks.hpp"
 #include "pipeline/steps.hpp"
 #include "random/philox.hpp"
 
@@ -27,6 +32,11 @@ void draw_token(RowStep& row) {
 
 namespace {
 
+DrawParams draw_params(const RowStep& row, float temperature) {
+  return {temperature, row.sampling.top_k, row.plan.any_top_p, row.sampling.top_p,
+          row.sampling.min_p};
+}
+
 // draw_from_input over `src`, a caller's row (divided by `temperature` on the way) or the working
 // row (already divided: temperature 1, the same quotients). `split`: how its passes may split.
 // Only a caller's row is read by other threads: the working row was just written by this one,
@@ -34,11 +44,9 @@ namespace {
 // Performance).
 bool draw_from(RowStep& row, const void* src, DType dtype, float temperature,
                const ParallelFor& split) {
-  const DrawParams params{temperature, row.sampling.top_k, row.plan.any_top_p, row.sampling.top_p,
-                          row.sampling.min_p};
-  const TokenId token = row.backend.draw_from_input(src, dtype, row.vocab_size(), params,
-                                                    uniform_open(row.seed, row.stream_step()),
-                                                    row.scratch.sort(), split);
+  const TokenId token = row.backend.draw_from_input(
+      src, dtype, row.vocab_size(), draw_params(row, temperature),
+      uniform_open(row.seed, row.stream_step()), row.scratch.sort(), split);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;
@@ -50,6 +58,32 @@ bool draw_token_from_input(RowStep& row) {
   if (row.sampling.greedy || row.logprobs_read_working_row() || row.edited_before_sampling())
     return false;
   return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature, row.split);
+}
+
+bool draw_token_from_penalised_input(RowStep& row) {
+  if (!random_penalised_from_callers_row(row.plan, row.request)) return false;
+  // Step 6's blocks are set up at the backend's first read: one that declines unread costs
+  // nothing.
+  struct Blocks {
+    RowStep& row;
+    std::optional<PenalisedBlocks> penalised;
+  } blocks{row, std::nullopt};
+  auto read = [](void* context, int64_t start, int64_t count, float* out) {
+    Blocks& b = *static_cast<Blocks*>(context);
+    if (!b.penalised) b.penalised.emplace(b.row, static_cast<size_t>(kPenalisedBlock));
+    b.penalised->read(start, count, out);
+  };
+  SortScratch scratch = row.scratch.sort();
+  scratch.keys = {};  // PenalisedBlocks' buckets
+  const bool summarises = row.plan.raw_mode() && row.plan.logprob_values() &&
+                          row.plan.needs_logprobs();  // step 8's softmax terms on the way
+  const TokenId token = row.backend.draw_from_penalised_input(
+      PenalisedRow{row.input_row(), row.input.dtype, &blocks, read}, row.vocab_size(),
+      draw_params(row, row.sampling.temperature), uniform_open(row.seed, row.stream_step()),
+      scratch, summarises ? &row.scratch.raw_summary : nullptr, row.split);
+  if (token == kNoInputDraw) return false;
+  row.sampled_token = token;
+  return true;
 }
 
 bool draw_token_from_working_row(RowStep& row) {

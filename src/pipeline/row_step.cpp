@@ -63,6 +63,12 @@ bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest
          !edited_before_penalties(plan, request) && penalised(plan, p) && penalties_only_lower(p);
 }
 
+bool random_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
+  const RequestParams& p = request.params;
+  return !p.is_greedy() && !plan.logprobs_read_working_row() && plan.processors.empty() &&
+         !edited_before_penalties(plan, request) && penalised(plan, p) && penalties_only_lower(p);
+}
+
 const BlockMaxima* RowStep::callers_row_bounds() const {
   const RequestParams& p = params();
   const BlockMaxima& maxima = scratch.raw_summary.maxima;

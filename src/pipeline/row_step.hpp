@@ -81,6 +81,10 @@ bool penalised(const BatchPlan& plan, const RequestParams& params);
 // only the caller's row, unless the backend declines (greedy.cpp). Such a row is not counted
 // below: a backend that declines would leave it to the steps, which do not split.
 bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request);
+// Whether a random row is edited by step 6 alone, lowering entries, and its working row is read
+// by no logprob and no custom processor: the backend may then draw it from the caller's row and
+// its penalised blocks (draw.cpp). Not counted below either.
+bool random_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request);
 // Whether a row's work is, unless the backend declines, reads of the caller's row (the input
 // draw or argmax, raw logprobs), which may split over threads: no step edits it and no logprob
 // reads the working row.

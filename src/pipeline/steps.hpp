@@ -34,6 +34,10 @@ void draw_token(RowStep& row);
 // Steps 2-7 from the caller's row for an unedited random row whose working row no logprob reads;
 // false: run them.
 bool draw_token_from_input(RowStep& row);
+// Steps 2-7 for a random row that only step 6 edits, lowering entries, whose working row no
+// logprob or custom processor reads: from the caller's row and the blocks the draw reads,
+// penalised alone (Backend::draw_from_penalised_input); no working row. False: run the steps.
+bool draw_token_from_penalised_input(RowStep& row);
 // Steps 7b-e over the working row after step 6, for an edited random row whose working row no
 // logprob reads and no custom processor edits; false: run them.
 bool draw_token_from_working_row(RowStep& row);

@@ -190,6 +190,13 @@ class ReferenceBackend final : public Backend {
     return kNoInputDraw;
   }
 
+  TokenId draw_from_penalised_input(const PenalisedRow&, int64_t, const DrawParams&, double,
+                                    SortScratch, RawRowSummary* summary,
+                                    const ParallelFor&) const override {
+    if (summary != nullptr) summary->known = false;
+    return kNoInputDraw;
+  }
+
   TokenId draw(const float* x, int64_t n, double u, SortScratch, size_t) const override {
     const float max = row_max(x, n);
     if (max == kNegInf) return 0;

@@ -102,6 +102,47 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
   }
 }
 
+// Penalised min_p rows drawn from the caller's row and their penalised blocks (no working row),
+// with raw logprobs (the summary) and without (block maxima): 8 blocks, a peaked head that the
+// histories lower, so the draw lists one block or two.
+TEST(Allocation, PenalisedMinPRowsFromTheirBlocksAllocateNothing) {
+  constexpr int64_t kVocab = 16384;
+  constexpr int kRows = 4;
+  std::vector<float> logits(kRows * kVocab);
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>((i * 7919) % 1000) / 500.0f;
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t id : {100, 5000, 9000})
+      logits[r * kVocab + id] = 12.0f + static_cast<float>(id % 7);
+  const std::vector<TokenId> output = {100, 100, 5000, 7, 8};
+  for (const bool logprobs : {true, false}) {
+    lastmile::Batch batch;
+    if (logprobs) batch.num_logprobs = 5;
+    for (int r = 0; r < kRows; ++r) {
+      lastmile::BatchRequest& row = batch.requests.emplace_back();
+      row.output_token_ids = output;
+      row.params.seed = static_cast<uint64_t>(r);
+      row.params.min_p = 0.2f;
+      row.params.temperature = r % 2 == 0 ? 1.0f : 0.7f;
+      row.params.repetition_penalty = 1.3f;
+      row.params.frequency_penalty = 0.5f;
+    }
+    for (int threads : {1, 2}) {
+      lastmile::SamplerConfig config;
+      config.vocab_size = kVocab;
+      config.max_batch = kRows;
+      config.threads = threads;
+      lastmile::Sampler sampler(config);
+      const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+      sampler.sample(view, batch);  // warm-up: sizes the workspace
+      const int64_t before = g_allocations.load();
+      for (int step = 0; step < 5; ++step) sampler.sample(view, batch);
+      EXPECT_EQ(g_allocations.load() - before, 0)
+          << "threads " << threads << " logprobs " << logprobs;
+    }
+  }
+}
+
 // A RequestBatch whose requests reserved their output length steps without allocating, while
 // every step appends a token (mostly new ones: flat logits) to histories that penalties read.
 TEST(Allocation, RequestBatchStepsWithinReservedOutputAllocateNothing) {

@@ -698,6 +698,95 @@ TEST(CpuBackendProperty, DrawFromInputMinPDecidesItsBracketWithTheSum) {
   EXPECT_GT(masked_by_sum, 10);
 }
 
+// draw_from_penalised_input reads a working row only through its blocks, bounded by the caller's
+// row: its token must be draw_from_input's over that working row whenever it answers. Caller's
+// rows with a head of 3 or 30 tokens, or flat; the working row lowers 200 entries, the largest few
+// among them (the max moves to another block); some rows plant an entry within rounding of min_p's
+// cut (the backend must decline: only the sum decides it). min_p from 1e-3 (most blocks reach the
+// cut: declined) to 0.5, temperatures 1 and not, with and without the raw summary, whose terms must
+// be summarise_row's. A shape it does not serve is declined before any read.
+TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
+  namespace sel = lastmile::detail::cpu_selection;
+  std::mt19937_64 rng(21);
+  Scratch a, b;
+  int answered = 0, declined = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t sizes[] = {4097, 16384, 40000};
+    const int64_t n = sizes[trial / 3 % 3];
+    std::normal_distribution<float> body(0.0f, 1.0f);
+    std::vector<float> src(static_cast<size_t>(n));
+    for (float& v : src) v = body(rng);
+    if (trial % 5 != 0)  // a head of 3 or 30 tokens
+      for (int i = 0; i < (trial % 2 == 0 ? 3 : 30); ++i) src[rng() % n] += 14.0f;
+    std::vector<float> working = src;
+    std::vector<int64_t> order(src.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 4, order.end(),
+                      [&](int64_t x, int64_t y) { return src[x] > src[y]; });
+    for (int i = 0; i < 200; ++i) {
+      const int64_t id = i < 3 ? order[i] : static_cast<int64_t>(rng() % n);
+      working[id] -= 0.5f + std::uniform_real_distribution<float>(0.0f, 6.0f)(rng);
+    }
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 3 == 0 ? 1.0f : (trial % 3 == 1 ? 0.7f : 1.6f);
+    params.top_k = n;
+    const float min_ps[] = {0.05f, 0.3f, 0.5f, 1e-3f};
+    params.min_p = min_ps[trial % 4];
+    if (params.temperature == 1.0f && trial % 2 == 0) {  // an entry in the cut's range
+      // The max made 0, where logits are finest: the range holds a float or two.
+      const float max = *std::max_element(working.begin(), working.end());
+      for (float& v : working) v -= max;
+      for (float& v : src) v -= max;
+      const sel::MinPCut cut = sel::min_p_cut(0.0f, params.min_p);
+      if (cut.masked_below < cut.kept_from) working[order[3]] = cut.masked_below;
+      src[order[3]] = std::max(src[order[3]], working[order[3]]);
+    }
+    int reads = 0;
+    auto read_working = [&](int64_t start, int64_t count, float* out) {
+      ++reads;
+      std::copy(working.begin() + start, working.begin() + start + count, out);
+    };
+    using Read = decltype(read_working);
+    const lastmile::detail::PenalisedRow row{
+        src.data(), lastmile::DType::f32, &read_working,
+        [](void* context, int64_t start, int64_t count, float* out) {
+          (*static_cast<Read*>(context))(start, count, out);
+        }};
+    lastmile::detail::RawRowSummary summary, expected;
+    for (const bool summarised : {false, true}) {
+      for (int k = 0; k < 8; ++k) {
+        const double u = (k + 0.5) / 8;
+        SortScratch penalised_scratch = a.get(src.size());
+        penalised_scratch.keys = {};
+        const TokenId fast = cpu().draw_from_penalised_input(
+            row, n, params, u, penalised_scratch, summarised ? &summary : nullptr, kSerial);
+        if (summarised) {
+          ASSERT_TRUE(cpu().summarise_row(src.data(), lastmile::DType::f32, n, &expected, kSerial));
+          ASSERT_TRUE(summary.known) << "trial " << trial;
+          EXPECT_EQ(summary.values.max, expected.values.max);
+          EXPECT_EQ(summary.values.log_sum, expected.values.log_sum);
+        }
+        if (fast == lastmile::detail::kNoInputDraw) {
+          ++declined;
+          continue;
+        }
+        ++answered;
+        ASSERT_EQ(fast, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
+                                              b.get(src.size()), kSerial))
+            << "trial " << trial << " u " << u << " min_p " << params.min_p;
+      }
+    }
+    reads = 0;
+    params.top_k = 50;  // min_p with top-k: not served
+    EXPECT_EQ(
+        cpu().draw_from_penalised_input(row, n, params, 0.5, a.get(src.size()), nullptr, kSerial),
+        lastmile::detail::kNoInputDraw);
+    EXPECT_EQ(reads, 0);
+  }
+  EXPECT_GT(answered, 400);
+  EXPECT_GT(declined, 2000);
+}
+
 // A Sampler's config for `rows` rows of `vocab` on `backend`.
 lastmile::SamplerConfig backend_config(int64_t vocab, int64_t rows, lastmile::BackendKind backend) {
   lastmile::SamplerConfig config;
@@ -767,6 +856,63 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
     for (int r = 0; r < rows; ++r)
       EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r])
           << "trial " << trial << " row " << r;
+  }
+}
+
+// A random row that only penalties edit draws from the caller's row and its penalised blocks in
+// raw-mode batches (with the raw summary) and in batches without logprobs (block maxima), with
+// no working row; processed logprobs read the working row, so the steps draw it there. The
+// token must be the same in all three, fp32 and bf16, stateless and from a RequestBatch's kept
+// counts: histories hold the largest tokens and repeats (frequency counts above 1).
+TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
+  std::mt19937_64 rng(31);
+  for (int trial = 0; trial < 8; ++trial) {
+    const int64_t vocab = trial % 4 == 0 ? 128256 : 30000 + static_cast<int64_t>(rng() % 5000);
+    const int rows = 12;
+    std::normal_distribution<float> body(0.0f, 2.5f);
+    std::vector<float> logits(static_cast<size_t>(rows * vocab));
+    std::vector<std::vector<lastmile::TokenId>> histories(rows);
+    lastmile::Batch batch;
+    for (int r = 0; r < rows; ++r) {
+      float* row = logits.data() + r * vocab;
+      for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
+      for (int i = 0; i < 30; ++i) row[rng() % vocab] += 8.0f;
+      std::vector<int64_t> order(static_cast<size_t>(vocab));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + 6, order.end(),
+                        [&](int64_t x, int64_t y) { return row[x] > row[y]; });
+      for (int i = 0; i < 60; ++i)
+        histories[r].push_back(static_cast<lastmile::TokenId>(rng() % vocab));
+      for (int i = 0; i < 3 * (r % 3); ++i)  // the largest, some more than once
+        histories[r].push_back(static_cast<lastmile::TokenId>(order[i % 4]));
+      lastmile::BatchRequest& request = batch.requests.emplace_back();
+      request.output_token_ids = histories[r];
+      lastmile::RequestParams& p = request.params;
+      p.seed = 1000 + static_cast<uint64_t>(r);
+      p.temperature = r % 3 == 0 ? 1.0f : 0.6f + 0.2f * static_cast<float>(r % 5);
+      p.min_p = r % 4 == 3 ? 0.5f : 0.05f;
+      p.repetition_penalty = r % 2 == 0 ? 1.2f : 1.0f;
+      p.frequency_penalty = r % 3 == 1 ? 0.0f : 0.4f;
+      p.presence_penalty = 0.3f;
+    }
+    const bool bf16 = trial % 2 == 1;
+    std::vector<uint16_t> halves;
+    if (bf16)
+      for (float v : logits)
+        halves.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
+    const lastmile::LogitsView view = bf16 ? lastmile::LogitsView::bf16(halves.data(), rows, vocab)
+                                           : lastmile::LogitsView::f32(logits.data(), rows, vocab);
+    lastmile::Sampler sampler(backend_config(vocab, rows, lastmile::BackendKind::cpu));
+    auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
+      batch.num_logprobs.reset();
+      if (mode) batch.num_logprobs = 3;
+      batch.logprobs_mode = mode;
+      const lastmile::SamplerOutput& out = sampler.sample(view, batch);
+      return std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+    };
+    const std::vector<TokenId> working = tokens(lastmile::LogprobsMode::processed_logprobs);
+    EXPECT_EQ(tokens(lastmile::LogprobsMode::raw_logprobs), working) << "trial " << trial;
+    EXPECT_EQ(tokens(std::nullopt), working) << "trial " << trial;
   }
 }
 
