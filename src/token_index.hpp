@@ -34,9 +34,12 @@ class TokenIndex {
   // Forgets every id when indices [0, count) are all there are (keys(i): the id at index i), in
   // O(count) rather than O(table): a table once sized for a long history then costs a short one
   // nothing. Each index is sought from its id's home slot by its own value, not by id, so
-  // emptied slots on the way do not end the search.
+  // emptied slots on the way do not end the search. A table at most 8 slots per index is
+  // cleared whole instead: one streaming store beats that many dependent probes (2k-token
+  // histories: about 2 of the 6.7 us counting took).
   template <class KeyAt>
   void forget(size_t count, KeyAt keys) {
+    if (slots_.size() <= 8 * count) return clear();
     for (size_t i = 0; i < count; ++i) {
       size_t at = slot_of(keys(static_cast<uint32_t>(i)));
       while (slots_[at] != i + 1) at = (at + 1) & (slots_.size() - 1);
