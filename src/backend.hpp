@@ -142,7 +142,8 @@ class Backend {
 
   // convert_row_repeated (seen null: convert_row), and in the same read what input_raw_logprobs
   // with log_softmax needs to know of src, into *summary (known false: the backend has no such
-  // pass, or src holds NaN / +inf).
+  // pass, or src holds NaN / +inf). src and dst must not overlap: the summary is of src, which
+  // the pass may read again after writing dst.
   virtual int64_t convert_row_summarised(const void* src, DType dtype, float* dst, int64_t n,
                                          const uint64_t* seen, float repetition_penalty,
                                          RawRowSummary* summary) const = 0;

@@ -237,8 +237,10 @@ std::optional<TokenId> draw_min_p_by_maxima(const void* src, DType dtype, size_t
                                             const ParallelFor& parallel) {
   constexpr size_t kBufferBlock = 2048;  // row_softmax's limit: the same rows as the statistics
   const size_t block = block_size(static_cast<int64_t>(n));
-  if (params.min_p < kSmallestDecidedMinP || block > kBufferBlock) return std::nullopt;
   const size_t blocks = (n + block - 1) / block;
+  // The max's own block reaches the cut, so a row of under 4 blocks always lists over a quarter.
+  if (params.min_p < kSmallestDecidedMinP || block > kBufferBlock || blocks < 4)
+    return std::nullopt;
   float maxima[kMaxBlocks];
   if (!quotient_block_maxima(src, dtype, n, params.temperature, block, maxima, parallel))
     return kNoInputDraw;  // the steps report it
@@ -584,7 +586,10 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   const bool min_p_alone = params.min_p >= kSmallestDecidedMinP && params.top_k >= n &&
                            !(params.apply_top_p && params.top_p < 1.0f);
   if (summary != nullptr) summary->known = false;
-  if (!min_p_alone || block > static_cast<size_t>(kPenalisedBlock)) return kNoInputDraw;
+  // As draw_min_p_by_maxima, a row of under 4 blocks is declined unread.
+  if (!min_p_alone || block > static_cast<size_t>(kPenalisedBlock) ||
+      (size + block - 1) / block < 4)
+    return kNoInputDraw;
   BlockMaxima caller_maxima;
   const BlockMaxima* bounds = &caller_maxima;
   if (summary != nullptr) {
@@ -616,6 +621,7 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   const float t = params.temperature;
   auto quotient = [t](float v) { return t == 1.0f ? v : v / t; };
+  if (quotient(max) == kNegInf) return 0;  // the division made every entry -inf
   if (!(quotient(max) < std::numeric_limits<float>::infinity())) return kNoInputDraw;
   const MinPCut cut = min_p_cut(quotient(max), params.min_p);
   auto reaches = [&](size_t b) { return quotient(bounds->max[b]) >= cut.masked_below; };

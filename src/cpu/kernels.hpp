@@ -46,7 +46,8 @@ struct ConvertedRow {
 // Softmax statistics of a caller's row divided by t, read in place, by blocks of `block`
 // entries: block_max[b] and the sum of exp(x - block_max[b]) in block_sums[b]. buffer: room for
 // one block and a vector (64 floats). Lists in *near a superset of the entries >= max +
-// near->below_max (id order). With out.dst (t = 1 only), writes the row there on the way (the
+// near->below_max (id order). With out.dst (t = 1 only; not overlapping src, which an undivided
+// float32 row's Exp reads again after out.dst is written), writes the row there on the way (the
 // statistics stay those of the caller's row). False if the row (or a quotient, or a repeated
 // entry) holds NaN or +inf.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,

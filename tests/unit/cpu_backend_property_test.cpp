@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <numeric>
 #include <random>
@@ -711,7 +712,7 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
   Scratch a, b;
   int answered = 0, declined = 0;
   for (int trial = 0; trial < 300; ++trial) {
-    const int64_t sizes[] = {4097, 16384, 40000};
+    const int64_t sizes[] = {8195, 16384, 40000};  // 5 blocks (the last of 3 tokens), 8, 20
     const int64_t n = sizes[trial / 3 % 3];
     std::normal_distribution<float> body(0.0f, 1.0f);
     std::vector<float> src(static_cast<size_t>(n));
@@ -862,8 +863,9 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
 // A random row that only penalties edit draws from the caller's row and its penalised blocks in
 // raw-mode batches (with the raw summary) and in batches without logprobs (block maxima), with
 // no working row; processed logprobs read the working row, so the steps draw it there. The
-// token must be the same in all three, fp32 and bf16, stateless and from a RequestBatch's kept
-// counts: histories hold the largest tokens and repeats (frequency counts above 1).
+// token must be the same in all three, fp32 and bf16: histories hold the largest tokens and
+// repeats (frequency counts above 1); half the rows have their head in block 1 and the last,
+// short block (the blocks path answers), half across the row (it declines).
 TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
   std::mt19937_64 rng(31);
   for (int trial = 0; trial < 8; ++trial) {
@@ -876,7 +878,12 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
     for (int r = 0; r < rows; ++r) {
       float* row = logits.data() + r * vocab;
       for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
-      for (int i = 0; i < 30; ++i) row[rng() % vocab] += 8.0f;
+      if (r % 2 == 0) {  // a head in block 1 and the last, short block: the blocks path answers
+        for (int i = 0; i < 4; ++i) row[2048 + rng() % 2048] += 12.0f;
+        for (int i = 0; i < 4; ++i) row[vocab - 1 - static_cast<int64_t>(rng() % 100)] += 12.0f;
+      } else {  // a head across the row: most blocks reach the cut, the steps decide
+        for (int i = 0; i < 30; ++i) row[rng() % vocab] += 8.0f;
+      }
       std::vector<int64_t> order(static_cast<size_t>(vocab));
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + 6, order.end(),
@@ -914,6 +921,71 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
     EXPECT_EQ(tokens(lastmile::LogprobsMode::raw_logprobs), working) << "trial " << trial;
     EXPECT_EQ(tokens(std::nullopt), working) << "trial " << trial;
   }
+}
+
+// The same rows from a RequestBatch, whose kept seen bitmap and output counts the penalised
+// blocks read instead of counting the history: step by step, its tokens (raw logprobs: the
+// blocks path) must be those of a Sampler that reads the working row (processed logprobs), given
+// the same histories. A head of 8 tokens in block 1 and the last block (of one token), which the
+// draws keep picking, so counts grow past 1 and the max moves between blocks.
+TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsToken) {
+  constexpr int64_t kVocab = 16385;  // 9 blocks, the last of one token
+  constexpr int kRows = 4, kSteps = 24;
+  std::mt19937_64 rng(33);
+  std::vector<lastmile::TokenId> head;
+  for (int i = 0; i < 7; ++i) head.push_back(static_cast<lastmile::TokenId>(2048 + rng() % 2048));
+  head.push_back(kVocab - 1);  // two blocks reach the cut: the blocks path answers
+  lastmile::SamplerConfig stateful_config =
+      backend_config(kVocab, kRows, lastmile::BackendKind::cpu);
+  stateful_config.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
+  lastmile::RequestBatch stateful(stateful_config);
+  lastmile::Sampler stateless(backend_config(kVocab, kRows, lastmile::BackendKind::cpu));
+  std::vector<lastmile::RequestParams> params(kRows);
+  std::vector<std::vector<lastmile::TokenId>> prompts(kRows), outputs(kRows);
+  for (int r = 0; r < kRows; ++r) {
+    lastmile::RequestParams& p = params[r];
+    p.seed = 77 + static_cast<uint64_t>(r);
+    p.temperature = r % 2 == 0 ? 1.0f : 0.8f;
+    p.min_p = 0.05f;
+    p.repetition_penalty = 1.2f;
+    p.frequency_penalty = 0.3f;
+    p.presence_penalty = 0.2f;
+    p.logprobs = 2;
+    prompts[r] = {head[static_cast<size_t>(r)], 5, 9};
+    stateful.add(std::array<const char*, kRows>{"r0", "r1", "r2", "r3"}[r], p, prompts[r]);
+  }
+  std::normal_distribution<float> body(0.0f, 1.0f);
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<float> logits(static_cast<size_t>(kRows * kVocab));
+    for (float& v : logits) v = body(rng);
+    for (int r = 0; r < kRows; ++r)
+      for (lastmile::TokenId id : head) logits[r * kVocab + id] = 10.0f + body(rng);
+    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+    lastmile::Batch batch;
+    batch.num_logprobs = 2;
+    batch.logprobs_mode = lastmile::LogprobsMode::processed_logprobs;
+    for (int r = 0; r < kRows; ++r) {
+      lastmile::BatchRequest& b = batch.requests.emplace_back();
+      b.params = params[r];
+      b.prompt_token_ids = prompts[r];
+      b.output_token_ids = outputs[r];
+    }
+    const lastmile::SamplerOutput& expected = stateless.sample(view, batch);
+    const lastmile::SamplerOutput& actual = stateful.step(view);
+    for (int r = 0; r < kRows; ++r) {
+      ASSERT_EQ(actual.sampled_token_ids[r], expected.sampled_token_ids[r])
+          << "step " << step << " row " << r;
+      outputs[r].push_back(expected.sampled_token_ids[r]);
+    }
+  }
+  // The head was drawn again and again: its tokens' counts grew past 1.
+  for (int r = 0; r < kRows; ++r)
+    EXPECT_GT(std::count_if(outputs[r].begin(), outputs[r].end(),
+                            [&](lastmile::TokenId t) {
+                              return std::find(head.begin(), head.end(), t) != head.end();
+                            }),
+              kSteps / 2)
+        << "row " << r;
 }
 
 TEST(CpuBackendProperty, SamplerGivesTheOraclesTokensAndLogprobs) {
