@@ -207,8 +207,7 @@ class Backend {
   // instead: the same token, or kNoInputDraw when the backend has no such path for these
   // parameters, or the row holds NaN / +inf, or the division makes one (the caller then runs the
   // steps, which report it). With `summary`, also what summarise_row learns of the caller's row
-  // (known false when not learned), which step 2 then need not learn again. scratch.keys is
-  // empty: the row's reads hold it.
+  // (known false when not learned), which step 2 then need not learn again.
   virtual TokenId draw_from_penalised_input(const PenalisedRow& row, int64_t n,
                                             const DrawParams& params, double u, SortScratch scratch,
                                             RawRowSummary* summary,

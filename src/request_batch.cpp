@@ -107,7 +107,7 @@ class RequestBatchImpl {
       BatchRequest& row = batch_.requests[i];
       row.prompt_token_ids = r.prompt;
       row.output_token_ids = r.output;
-      kept_[i] = {r.seed, r.seen, r.output_counts};
+      kept_[i] = {r.seed, r.seen, r.output_counts, r.output_counts.capacity()};
     }
     const SamplerOutput& out = sampler_.sample(logits, batch_, kept_);
     for (size_t i = 0; i < requests_.size(); ++i) {

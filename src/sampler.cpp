@@ -120,18 +120,20 @@ void SamplerImpl::sample_row(const BatchPlan& plan, const LogitsView& logits, co
 
 // Sizes every worker's scratch for this batch before any row runs, so that which worker takes
 // which row never decides whether a call allocates: steady state allocates nothing.
-void SamplerImpl::reserve_scratch(const Batch& batch, bool counts_penalties) {
+void SamplerImpl::reserve_scratch(const Batch& batch, std::span<const KeptRowState> kept) {
   if (batch.requests.empty()) return;
-  size_t history = 0, allowed = 0;
+  size_t history = 0, allowed = 0, counts = 0;
   for (const BatchRequest& r : batch.requests) {
-    if (counts_penalties)
+    if (kept.empty())  // else the counts are kept
       history = std::max(
           history, r.prompt_token_ids.size() + r.output_token_ids.size() + r.spec_token_ids.size());
     if (r.params.allowed_token_ids) allowed = std::max(allowed, r.params.allowed_token_ids->size());
   }
+  for (const KeptRowState& state : kept)  // the capacity: counts that grow allocate nothing
+    counts = std::max({counts, state.output_counts.size(), state.counts_capacity});
   for (RowScratch& s : scratch_) {
     if (!scratch_ready_) s.reserve(config_.vocab_size);  // the first real call sizes the rows
-    s.reserve_lists(history, allowed);
+    s.reserve_lists(history, allowed, std::max(history, counts));
   }
   scratch_ready_ = true;
 }
@@ -143,7 +145,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   plan.sampler_seed = config_.seed;
   plan.call_index = calls_++;
   plan.processors = config_.logits_processors;
-  reserve_scratch(batch, kept.empty());
+  reserve_scratch(batch, kept);
   out_.prepare(plan);
   failures_.resize(plan.num_rows);
   if (split_rows(plan, batch, logits.dtype, pool_.num_threads())) {

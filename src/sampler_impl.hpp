@@ -18,6 +18,7 @@ struct KeptRowState {
   uint64_t seed = 0;                          // used when the request has no seed of its own
   std::span<const uint64_t> seen;             // bit t: token t is in the prompt or the output
   std::span<const TokenCount> output_counts;  // one entry per distinct output token
+  size_t counts_capacity = 0;  // room the request keeps for them (scratch is sized to match)
 };
 
 class SamplerImpl {
@@ -31,7 +32,7 @@ class SamplerImpl {
   const Backend& backend() const { return backend_; }
 
  private:
-  void reserve_scratch(const Batch& batch, bool counts_penalties);
+  void reserve_scratch(const Batch& batch, std::span<const KeptRowState> kept);
   void sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                   std::span<const KeptRowState> kept, int64_t row, int worker,
                   const ParallelFor& split);

@@ -41,16 +41,16 @@ PenalisedBlocks::PenalisedBlocks(RowStep& row, size_t block) : row_(row), block_
     seen_ = row.scratch.seen.data();
     counts_ = row.count_history();
   }
-  // A counting sort of the counts by block (at most one per token: the keys have room).
+  // A counting sort of the counts by block (reserve_lists made room for any row's counts).
   const size_t blocks = (static_cast<size_t>(row.vocab_size()) + block - 1) / block;
   std::fill(first_.begin(), first_.begin() + blocks + 1, 0u);
   for (const TokenCount& c : counts_) ++first_[static_cast<size_t>(c.token_id) / block + 1];
   for (size_t b = 0; b < blocks; ++b) first_[b + 1] += first_[b];
   std::array<uint32_t, BlockMaxima::kMaxBlocks> next;
   std::copy(first_.begin(), first_.begin() + blocks, next.begin());
-  uint64_t* const order = row.scratch.sort_keys.data();
+  uint32_t* const order = row.scratch.counts_by_block.data();
   for (size_t i = 0; i < counts_.size(); ++i)
-    order[next[static_cast<size_t>(counts_[i].token_id) / block]++] = i;
+    order[next[static_cast<size_t>(counts_[i].token_id) / block]++] = static_cast<uint32_t>(i);
   order_ = order;
 }
 

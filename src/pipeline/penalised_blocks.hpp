@@ -15,7 +15,7 @@ namespace lastmile::detail {
 // block, once per row in O(prompt + history + blocks); then each block read is widened and
 // penalised as step 6 does it, repetition over its seen tokens, then frequency and presence over
 // its counted ones (Backend::apply_penalties, ids made relative). The buckets live in
-// scratch.sort_keys, which the row's other work then leaves alone.
+// scratch.counts_by_block.
 class PenalisedBlocks {
  public:
   // `block`: the blocks read, kPenalisedBlock at most, a multiple of 64 (whole bitmap words).
@@ -35,7 +35,7 @@ class PenalisedBlocks {
   std::span<const TokenCount> counts_;
   // Block b's counts: counts_[order_[k]] for k in [first_[b], first_[b + 1]).
   std::array<uint32_t, BlockMaxima::kMaxBlocks + 1> first_;
-  const uint64_t* order_ = nullptr;
+  const uint32_t* order_ = nullptr;
 };
 
 }  // namespace lastmile::detail

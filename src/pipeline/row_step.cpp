@@ -14,7 +14,8 @@ void RowScratch::reserve(int64_t vocab_size) {
   if (seen.size() < seen_words(vocab_size)) seen.assign(seen_words(vocab_size), 0);
 }
 
-void RowScratch::reserve_lists(size_t history_size, size_t allowed_size) {
+void RowScratch::reserve_lists(size_t history_size, size_t allowed_size, size_t counts_size) {
+  if (counts_by_block.size() < counts_size) counts_by_block.resize(counts_size);
   token_counts.reserve(history_size);
   history_index.clear();  // empty, so reserving rehashes nothing
   history_index.reserve(history_size, [](uint32_t) { return TokenId{0}; });

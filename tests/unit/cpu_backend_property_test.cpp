@@ -757,10 +757,8 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
     for (const bool summarised : {false, true}) {
       for (int k = 0; k < 8; ++k) {
         const double u = (k + 0.5) / 8;
-        SortScratch penalised_scratch = a.get(src.size());
-        penalised_scratch.keys = {};
         const TokenId fast = cpu().draw_from_penalised_input(
-            row, n, params, u, penalised_scratch, summarised ? &summary : nullptr, kSerial);
+            row, n, params, u, a.get(src.size()), summarised ? &summary : nullptr, kSerial);
         if (summarised) {
           ASSERT_TRUE(cpu().summarise_row(src.data(), lastmile::DType::f32, n, &expected, kSerial));
           ASSERT_TRUE(summary.known) << "trial " << trial;
