@@ -59,12 +59,34 @@ void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p
 namespace lastmile_test {
 namespace {
 
+// Allocations made by 5 calls of a fresh sampler with `threads` threads after a warm-up call,
+// which sizes its workspace.
+int64_t steady_state_allocations(const std::vector<float>& logits, int64_t rows, int64_t vocab,
+                                 const lastmile::Batch& batch, int threads) {
+  lastmile::SamplerConfig config;
+  config.vocab_size = vocab;
+  config.max_batch = rows;
+  config.threads = threads;
+  lastmile::Sampler sampler(config);
+  const auto view = lastmile::LogitsView::f32(logits.data(), rows, vocab);
+  sampler.sample(view, batch);
+  const int64_t before = g_allocations.load();
+  for (int step = 0; step < 5; ++step) sampler.sample(view, batch);
+  return g_allocations.load() - before;
+}
+
+// Logits in [0, 1000 / divisor), a fixed pattern.
+std::vector<float> patterned_logits(int64_t rows, int64_t vocab, float divisor) {
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
+  for (size_t i = 0; i < logits.size(); ++i)
+    logits[i] = static_cast<float>((i * 7919) % 1000) / divisor;
+  return logits;
+}
+
 TEST(Allocation, SteadyStateSampleAllocatesNothing) {
   constexpr int64_t kVocab = 1000;
   constexpr int kRows = 6;
-  std::vector<float> logits(kRows * kVocab);
-  for (size_t i = 0; i < logits.size(); ++i)
-    logits[i] = static_cast<float>((i * 7919) % 1000) / 100.0f;
+  const std::vector<float> logits = patterned_logits(kRows, kVocab, 100.0f);
   const std::vector<TokenId> prompt = {1, 2, 3}, output = {4, 5, 5, 6};
   lastmile::Batch batch;
   batch.num_logprobs = 5;
@@ -88,18 +110,9 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
   batch.requests[5].params.logprob_token_ids = std::vector<TokenId>{7, 8};
   batch.requests[5].params.min_tokens = 9;
   batch.requests[5].params.stop_token_ids = {0};
-  for (int threads : {1, 2}) {
-    lastmile::SamplerConfig config;
-    config.vocab_size = kVocab;
-    config.max_batch = kRows;
-    config.threads = threads;
-    lastmile::Sampler sampler(config);
-    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
-    sampler.sample(view, batch);  // warm-up: sizes the workspace
-    const int64_t before = g_allocations.load();
-    for (int step = 0; step < 5; ++step) sampler.sample(view, batch);
-    EXPECT_EQ(g_allocations.load() - before, 0) << "threads " << threads;
-  }
+  for (int threads : {1, 2})
+    EXPECT_EQ(steady_state_allocations(logits, kRows, kVocab, batch, threads), 0)
+        << "threads " << threads;
 }
 
 // Penalised min_p rows drawn from the caller's row and their penalised blocks (no working row),
@@ -108,9 +121,7 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
 TEST(Allocation, PenalisedMinPRowsFromTheirBlocksAllocateNothing) {
   constexpr int64_t kVocab = 16384;
   constexpr int kRows = 4;
-  std::vector<float> logits(kRows * kVocab);
-  for (size_t i = 0; i < logits.size(); ++i)
-    logits[i] = static_cast<float>((i * 7919) % 1000) / 500.0f;
+  std::vector<float> logits = patterned_logits(kRows, kVocab, 500.0f);
   for (int r = 0; r < kRows; ++r)
     for (int64_t id : {100, 5000, 9000})
       logits[r * kVocab + id] = 12.0f + static_cast<float>(id % 7);
@@ -127,19 +138,9 @@ TEST(Allocation, PenalisedMinPRowsFromTheirBlocksAllocateNothing) {
       row.params.repetition_penalty = 1.3f;
       row.params.frequency_penalty = 0.5f;
     }
-    for (int threads : {1, 2}) {
-      lastmile::SamplerConfig config;
-      config.vocab_size = kVocab;
-      config.max_batch = kRows;
-      config.threads = threads;
-      lastmile::Sampler sampler(config);
-      const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
-      sampler.sample(view, batch);  // warm-up: sizes the workspace
-      const int64_t before = g_allocations.load();
-      for (int step = 0; step < 5; ++step) sampler.sample(view, batch);
-      EXPECT_EQ(g_allocations.load() - before, 0)
+    for (int threads : {1, 2})
+      EXPECT_EQ(steady_state_allocations(logits, kRows, kVocab, batch, threads), 0)
           << "threads " << threads << " logprobs " << logprobs;
-    }
   }
 }
 

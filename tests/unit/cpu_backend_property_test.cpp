@@ -795,6 +795,40 @@ lastmile::SamplerConfig backend_config(int64_t vocab, int64_t rows, lastmile::Ba
   return config;
 }
 
+// Rows of logits for a Sampler, their histories and the batch to fill: the penalised rows'
+// tests' set-up. view() reads them as fp32, or as bf16 by truncation.
+struct PenalisedBatch {
+  PenalisedBatch(int64_t vocab_size, int num_rows)
+      : vocab(vocab_size),
+        rows(num_rows),
+        logits(static_cast<size_t>(vocab_size * num_rows)),
+        histories(static_cast<size_t>(num_rows)) {}
+  float* row(int r) { return logits.data() + r * vocab; }
+  // The ids of row r's `count` largest entries, largest first.
+  std::vector<int64_t> largest(int r, int count) {
+    std::vector<int64_t> order(static_cast<size_t>(vocab));
+    std::iota(order.begin(), order.end(), 0);
+    const float* x = row(r);
+    std::partial_sort(order.begin(), order.begin() + count, order.end(),
+                      [x](int64_t a, int64_t b) { return x[a] > x[b]; });
+    return order;
+  }
+  lastmile::LogitsView view(bool bf16) {
+    if (!bf16) return lastmile::LogitsView::f32(logits.data(), rows, vocab);
+    halves.clear();
+    for (float v : logits)
+      halves.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
+    return lastmile::LogitsView::bf16(halves.data(), rows, vocab);
+  }
+
+  int64_t vocab;
+  int rows;
+  std::vector<float> logits;
+  std::vector<std::vector<lastmile::TokenId>> histories;
+  lastmile::Batch batch;
+  std::vector<uint16_t> halves;
+};
+
 // Greedy rows with raw logprobs and penalties take their argmax from the blocks whose caller's
 // max could hold it, penalised alone (no working row). The history holds the largest tokens (the
 // argmax moves to another block), equal values sit in several blocks (the lowest id wins), and
@@ -806,21 +840,18 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
   for (int trial = 0; trial < 12; ++trial) {
     const int64_t vocab = trial % 3 == 0 ? 128256 : 40000 + static_cast<int64_t>(rng() % 5000);
     const int rows = 8;
+    PenalisedBatch data(vocab, rows);
+    std::vector<std::vector<lastmile::TokenId>>& histories = data.histories;
+    lastmile::Batch& batch = data.batch;
     std::normal_distribution<float> body(0.0f, 2.5f);
-    std::vector<float> logits(static_cast<size_t>(rows * vocab));
-    std::vector<std::vector<lastmile::TokenId>> histories(rows);
-    lastmile::Batch batch;
     batch.num_logprobs = 2;
     batch.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
     for (int r = 0; r < rows; ++r) {
-      float* row = logits.data() + r * vocab;
+      float* row = data.row(r);
       for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
       const float top = 12.0f + static_cast<float>(rng() % 4);
       for (int i = 0; i < 6; ++i) row[rng() % vocab] = top - static_cast<float>(i % 3);  // ties
-      std::vector<int64_t> order(static_cast<size_t>(vocab));
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + 8, order.end(),
-                        [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      const std::vector<int64_t> order = data.largest(r, 8);
       for (int i = 0; i < 40; ++i)
         histories[r].push_back(static_cast<lastmile::TokenId>(rng() % vocab));
       for (int i = 0; i < r % 4; ++i)  // the largest few are in the history
@@ -841,13 +872,7 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
         p.bad_words_token_ids = {{static_cast<lastmile::TokenId>(order[0])},
                                  {static_cast<lastmile::TokenId>(order[1])}};
     }
-    const bool bf16 = trial % 2 == 1;
-    std::vector<uint16_t> halves;
-    if (bf16)
-      for (float v : logits)
-        halves.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
-    const lastmile::LogitsView view = bf16 ? lastmile::LogitsView::bf16(halves.data(), rows, vocab)
-                                           : lastmile::LogitsView::f32(logits.data(), rows, vocab);
+    const lastmile::LogitsView view = data.view(trial % 2 == 1);
     lastmile::Sampler fast(backend_config(vocab, rows, lastmile::BackendKind::cpu));
     lastmile::Sampler slow(backend_config(vocab, rows, lastmile::BackendKind::reference));
     const lastmile::SamplerOutput& a = fast.sample(view, batch);
@@ -869,12 +894,12 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
   for (int trial = 0; trial < 8; ++trial) {
     const int64_t vocab = trial % 4 == 0 ? 128256 : 30000 + static_cast<int64_t>(rng() % 5000);
     const int rows = 12;
+    PenalisedBatch data(vocab, rows);
+    std::vector<std::vector<lastmile::TokenId>>& histories = data.histories;
+    lastmile::Batch& batch = data.batch;
     std::normal_distribution<float> body(0.0f, 2.5f);
-    std::vector<float> logits(static_cast<size_t>(rows * vocab));
-    std::vector<std::vector<lastmile::TokenId>> histories(rows);
-    lastmile::Batch batch;
     for (int r = 0; r < rows; ++r) {
-      float* row = logits.data() + r * vocab;
+      float* row = data.row(r);
       for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
       if (r % 2 == 0) {  // a head in block 1 and the last, short block: the blocks path answers
         for (int i = 0; i < 4; ++i) row[2048 + rng() % 2048] += 12.0f;
@@ -882,10 +907,7 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
       } else {  // a head across the row: most blocks reach the cut, the steps decide
         for (int i = 0; i < 30; ++i) row[rng() % vocab] += 8.0f;
       }
-      std::vector<int64_t> order(static_cast<size_t>(vocab));
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + 6, order.end(),
-                        [&](int64_t x, int64_t y) { return row[x] > row[y]; });
+      const std::vector<int64_t> order = data.largest(r, 6);
       for (int i = 0; i < 60; ++i)
         histories[r].push_back(static_cast<lastmile::TokenId>(rng() % vocab));
       for (int i = 0; i < 3 * (r % 3); ++i)  // the largest, some more than once
@@ -900,13 +922,7 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
       p.frequency_penalty = r % 3 == 1 ? 0.0f : 0.4f;
       p.presence_penalty = 0.3f;
     }
-    const bool bf16 = trial % 2 == 1;
-    std::vector<uint16_t> halves;
-    if (bf16)
-      for (float v : logits)
-        halves.push_back(static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16));
-    const lastmile::LogitsView view = bf16 ? lastmile::LogitsView::bf16(halves.data(), rows, vocab)
-                                           : lastmile::LogitsView::f32(logits.data(), rows, vocab);
+    const lastmile::LogitsView view = data.view(trial % 2 == 1);
     lastmile::Sampler sampler(backend_config(vocab, rows, lastmile::BackendKind::cpu));
     auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
       batch.num_logprobs.reset();
