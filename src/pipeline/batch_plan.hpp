@@ -40,6 +40,9 @@ struct BatchPlan {
     return logprobs_mode == LogprobsMode::raw_logprobs ||
            logprobs_mode == LogprobsMode::processed_logprobs;
   }
+  // Whether step 8 needs the softmax terms of the caller's row (raw_logprobs asked): a read of
+  // that row may learn them on the way (RawRowSummary).
+  bool needs_raw_softmax() const { return needs_logprobs() && raw_mode() && logprob_values(); }
 };
 
 // Requires a validated batch.

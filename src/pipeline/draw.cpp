@@ -73,12 +73,11 @@ bool draw_token_from_penalised_input(RowStep& row) {
     if (!b.penalised) b.penalised.emplace(b.row, static_cast<size_t>(kPenalisedBlock));
     b.penalised->read(start, count, out);
   };
-  const bool summarises = row.plan.raw_mode() && row.plan.logprob_values() &&
-                          row.plan.needs_logprobs();  // step 8's softmax terms on the way
   const TokenId token = row.backend.draw_from_penalised_input(
       PenalisedRow{row.input_row(), row.input.dtype, &blocks, read}, row.vocab_size(),
       draw_params(row, row.sampling.temperature), uniform_open(row.seed, row.stream_step()),
-      row.scratch.sort(), summarises ? &row.scratch.raw_summary : nullptr, row.split);
+      row.scratch.sort(), row.plan.needs_raw_softmax() ? &row.scratch.raw_summary : nullptr,
+      row.split);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;

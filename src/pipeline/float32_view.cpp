@@ -28,8 +28,8 @@ bool repetition_folds_into_conversion(const RowStep& row) {
 // anyway, and learns them on the way (unless the temperature folds in: then the row it writes is
 // not the raw one), unless an input path that declined learned them already.
 bool summarises_raw_logprobs(const RowStep& row) {
-  return row.plan.raw_mode() && row.plan.logprob_values() && row.plan.needs_logprobs() &&
-         !temperature_folds_into_conversion(row) && !row.scratch.raw_summary.known;
+  return row.plan.needs_raw_softmax() && !temperature_folds_into_conversion(row) &&
+         !row.scratch.raw_summary.known;
 }
 
 // The conversion, with repetition's factor where `seen` (null: no repetition folds in).

@@ -60,8 +60,8 @@ bool penalties_only_lower(const RequestParams& p) {
 
 bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
   const RequestParams& p = request.params;
-  return p.is_greedy() && plan.needs_logprobs() && plan.raw_mode() && plan.logprob_values() &&
-         !edited_before_penalties(plan, request) && penalised(plan, p) && penalties_only_lower(p);
+  return p.is_greedy() && plan.needs_raw_softmax() && !edited_before_penalties(plan, request) &&
+         penalised(plan, p) && penalties_only_lower(p);
 }
 
 bool random_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
