@@ -230,33 +230,52 @@ bool quotient_block_maxima(const void* src, DType dtype, size_t n, float t, size
 // min_p without the softmax's sum: when no entry lies in min_p_cut's range (selection.hpp), the
 // kept set is the one the statistics pass would give for any sum, so the block maxima and a
 // listing of the blocks that reach the range decide it, with no Exp pass; the same list in id
-// order, so the same token. nullopt: an entry lies in the range, or the listing would read over a
-// quarter of the blocks: the statistics decide.
+// order, so the same token. Whether a row of n entries may be decided so: min_p large enough for
+// the cut, blocks no longer than row_softmax's (the same rows as the statistics), and 4 blocks at
+// least (the max's own block reaches the cut, so fewer always list over a quarter).
+bool min_p_by_maxima_fits(size_t n, float min_p) {
+  constexpr size_t kStatisticsBlock = 2048;  // row_softmax's buffer
+  static_assert(kStatisticsBlock <= kPenalisedBlock, "a penalised row reads such blocks whole");
+  const size_t block = block_size(static_cast<int64_t>(n));
+  return min_p >= kSmallestDecidedMinP && block <= kStatisticsBlock && (n + block - 1) / block >= 4;
+}
+
+// Whether at most a quarter of the blocks reach the cut's range by their (quotient) maxima: else
+// the listing would read most of the row, and the statistics decide.
+bool few_blocks_reach(const float* maxima, size_t blocks, const MinPCut& cut) {
+  const auto reaching =
+      std::count_if(maxima, maxima + blocks, [&](float m) { return m >= cut.masked_below; });
+  return 4 * static_cast<size_t>(reaching) <= blocks;
+}
+
+// The draw over the entries at or above cut.masked_below, listed in id order in scratch;
+// nullopt when one lies in the cut's range, where only the sum decides it.
+std::optional<TokenId> draw_over_min_p_list(size_t listed, const MinPCut& cut, double u,
+                                            SortScratch scratch) {
+  const float* values = scratch.values.data();
+  if (std::any_of(values, values + listed, [&](float v) { return v < cut.kept_from; }))
+    return std::nullopt;
+  return draw_over_list(listed, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+}
+
+// min_p by the maxima of the row src / t; nullopt: the statistics decide.
 std::optional<TokenId> draw_min_p_by_maxima(const void* src, DType dtype, size_t n,
                                             const DrawParams& params, double u, SortScratch scratch,
                                             const ParallelFor& parallel) {
-  constexpr size_t kBufferBlock = 2048;  // row_softmax's limit: the same rows as the statistics
+  if (!min_p_by_maxima_fits(n, params.min_p)) return std::nullopt;
   const size_t block = block_size(static_cast<int64_t>(n));
   const size_t blocks = (n + block - 1) / block;
-  // The max's own block reaches the cut, so a row of under 4 blocks always lists over a quarter.
-  if (params.min_p < kSmallestDecidedMinP || block > kBufferBlock || blocks < 4)
-    return std::nullopt;
   float maxima[kMaxBlocks];
   if (!quotient_block_maxima(src, dtype, n, params.temperature, block, maxima, parallel))
     return kNoInputDraw;  // the steps report it
   const float max = *std::max_element(maxima, maxima + blocks);
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   const MinPCut cut = min_p_cut(max, params.min_p);
-  const auto reaching =
-      std::count_if(maxima, maxima + blocks, [&](float m) { return m >= cut.masked_below; });
-  if (4 * static_cast<size_t>(reaching) > blocks) return std::nullopt;
+  if (!few_blocks_reach(maxima, blocks, cut)) return std::nullopt;
   const size_t listed = list_scaled_at_least(src, dtype, n, params.temperature, cut.masked_below,
                                              scratch, parallel, {maxima, block});
   if (listed == kNotListed) return kNoInputDraw;
-  const float* values = scratch.values.data();
-  if (std::any_of(values, values + listed, [&](float v) { return v < cut.kept_from; }))
-    return std::nullopt;
-  return draw_over_list(listed, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+  return draw_over_min_p_list(listed, cut, u, scratch);
 }
 
 // Temperature only, or min_p. min_p keeps the entries >= about max + log(min_p): the statistics
@@ -268,12 +287,12 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
   cpu::NearMax near;
-  if (params.min_p > 0.0f)
-    near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
-  if (params.min_p > 0.0f)
+  if (params.min_p > 0.0f) {
     if (const std::optional<TokenId> token =
             draw_min_p_by_maxima(src, dtype, size, params, u, scratch, parallel))
       return *token;
+    near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
+  }
   RowSoftmax row;
   if (!row_softmax(src, dtype, size, t, &near, &row, parallel)) return kNoInputDraw;
   if (row.max == kNegInf) return 0;  // the oracle's draw on an all -inf row
@@ -583,13 +602,10 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
                                    const ParallelFor& parallel) {
   const auto size = static_cast<size_t>(n);
   const size_t block = block_size(n);
-  const bool min_p_alone = params.min_p >= kSmallestDecidedMinP && params.top_k >= n &&
-                           !(params.apply_top_p && params.top_p < 1.0f);
+  const bool min_p_alone =
+      params.min_p > 0.0f && params.top_k >= n && !(params.apply_top_p && params.top_p < 1.0f);
   if (summary != nullptr) summary->known = false;
-  // As draw_min_p_by_maxima, a row of under 4 blocks is declined unread.
-  if (!min_p_alone || block > static_cast<size_t>(kPenalisedBlock) ||
-      (size + block - 1) / block < 4)
-    return kNoInputDraw;
+  if (!min_p_alone || !min_p_by_maxima_fits(size, params.min_p)) return kNoInputDraw;  // unread
   BlockMaxima caller_maxima;
   const BlockMaxima* bounds = &caller_maxima;
   if (summary != nullptr) {
@@ -624,15 +640,14 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   if (quotient(max) == kNegInf) return 0;  // the division made every entry -inf
   if (!(quotient(max) < std::numeric_limits<float>::infinity())) return kNoInputDraw;
   const MinPCut cut = min_p_cut(quotient(max), params.min_p);
-  auto reaches = [&](size_t b) { return quotient(bounds->max[b]) >= cut.masked_below; };
-  size_t reaching = 0;
-  for (size_t b = 0; b < blocks; ++b) reaching += reaches(b);
-  if (4 * reaching > blocks) return kNoInputDraw;
+  float quotient_bounds[kMaxBlocks];  // no fewer reach the cut than the working row's maxima
+  std::transform(bounds->max, bounds->max + blocks, quotient_bounds, quotient);
+  if (!few_blocks_reach(quotient_bounds, blocks, cut)) return kNoInputDraw;
   int32_t* const ids = scratch.ids.data();
   float* const listed_values = scratch.values.data();
   size_t listed = 0;
   for (size_t b = 0; b < blocks; ++b) {
-    if (!reaches(b)) continue;
+    if (quotient_bounds[b] < cut.masked_below) continue;
     const size_t count = read(b);
     if (t != 1.0f) cpu::divide(values, count, t);  // no overflow: none is above the max
     const size_t found = cpu::compress_at_least(values, count, cut.masked_below, false,
@@ -640,10 +655,7 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
     for (size_t i = listed; i < listed + found; ++i) ids[i] += static_cast<int32_t>(b * block);
     listed += found;
   }
-  if (std::any_of(listed_values, listed_values + listed,
-                  [&](float v) { return v < cut.kept_from; }))
-    return kNoInputDraw;
-  return draw_over_list(listed, ids, u, [listed_values](size_t i) { return listed_values[i]; });
+  return draw_over_min_p_list(listed, cut, u, scratch).value_or(kNoInputDraw);
 }
 
 }  // namespace lastmile::detail::cpu_selection
