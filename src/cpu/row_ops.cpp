@@ -15,6 +15,8 @@
 #include <hwy/highway.h>
 // clang-format off: Highway's math after highway.h, re-included per target
 #include <hwy/contrib/math/math-inl.h>
+
+#include "cpu/compress-inl.hpp"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -537,8 +539,8 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
     const auto v = hn::LoadU(d, x + i);
     const auto keep = strict ? hn::Gt(v, vthr) : hn::Ge(v, vthr);
     if (hn::AllFalse(d, keep)) continue;
-    hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
-    hn::StoreU(hn::Compress(v, keep), d, values + count);
+    hn::StoreU(CompressKept(di, Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
+    hn::StoreU(CompressKept(d, v, keep), d, values + count);
     count += hn::CountTrue(d, keep);
     if (count > limit) return count;
   }
@@ -717,8 +719,8 @@ size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_
   BadLanes seen_bad(d);
   size_t count = 0;
   auto append = [&](size_t i, hn::Vec<decltype(d)> v, hn::Mask<decltype(d)> keep) {
-    hn::StoreU(hn::Compress(Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
-    hn::StoreU(hn::Compress(v, keep), d, values + count);
+    hn::StoreU(CompressKept(di, Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
+    hn::StoreU(CompressKept(d, v, keep), d, values + count);
     count += hn::CountTrue(d, keep);
   };
   size_t i = 0;
@@ -790,7 +792,7 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
     // No branch on an empty band: a third of the vectors hold band tokens, and mispredicting
     // them cost more than compressing every vector.
     const auto band = hn::And(valid, hn::AndNot(below, hn::Lt(q, vhi)));
-    hn::StoreU(hn::Compress(Indices(di, at), hn::RebindMask(di, band)), di, ids + count);
+    hn::StoreU(CompressKept(di, Indices(di, at), hn::RebindMask(di, band)), di, ids + count);
     count += hn::CountTrue(d, band);
   };
   auto flush = [&](const Sums& sum) { below_sum += sum.Total(d); };

@@ -1,0 +1,89 @@
+// lastmile — CompressKept: the lanes a mask keeps, moved to the front of a vector, for the
+// compressing kernels (compress_at_least, probability_band, the caller's-row lists). Re-included
+// once per Highway target, as Highway's own -inl headers are.
+//
+// Why not hn::Compress everywhere: Highway 1.0.3's AVX2, SSE4 and SSSE3 Compress keep their lane
+// tables in non-static constexpr arrays, which GCC 12 copies onto the stack at every call (1 KB on
+// AVX2: about 85 cycles per vector). On Zen 3 (AVX2) that made topk_topp 478 us per row against
+// 17 on Zen 4, whose AVX-512 compresses in hardware. These targets use tables of static storage
+// instead; the others keep hn::Compress.
+#if defined(LASTMILE_CPU_COMPRESS_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LASTMILE_CPU_COMPRESS_INL_HPP_
+#undef LASTMILE_CPU_COMPRESS_INL_HPP_
+#else
+#define LASTMILE_CPU_COMPRESS_INL_HPP_
+#endif
+
+#include <hwy/highway.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+HWY_BEFORE_NAMESPACE();
+namespace lastmile::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#undef LASTMILE_COMPRESS_BY_TABLE  // set for the target of this inclusion only
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+#define LASTMILE_COMPRESS_BY_TABLE 1
+
+// For each mask of 8 lanes, the lanes it keeps in ascending order, lane j of the result in
+// nibble j (nibbles past the kept count 0).
+constexpr std::array<uint32_t, 256> kept_lane_nibbles() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t bits = 0; bits < 256; ++bits) {
+    uint32_t out = 0;
+    for (uint32_t lane = 0; lane < 8; ++lane)
+      if ((bits >> lane) & 1) table[bits] |= lane << (4 * out++);
+  }
+  return table;
+}
+inline constexpr std::array<uint32_t, 256> kKeptLaneNibbles = kept_lane_nibbles();
+
+// For each mask of 4 lanes of 32 bits, the byte shuffle that moves the kept lanes to the front.
+constexpr std::array<std::array<uint8_t, 16>, 16> kept_lane_bytes() {
+  std::array<std::array<uint8_t, 16>, 16> table{};
+  for (uint32_t bits = 0; bits < 16; ++bits) {
+    const uint32_t nibbles = kKeptLaneNibbles[bits];
+    for (uint32_t lane = 0; lane < 4; ++lane)
+      for (uint32_t byte = 0; byte < 4; ++byte)
+        table[bits][4 * lane + byte] =
+            static_cast<uint8_t>(4 * ((nibbles >> (4 * lane)) & 0xf) + byte);
+  }
+  return table;
+}
+alignas(16) inline constexpr std::array<std::array<uint8_t, 16>, 16> kKeptLaneBytes =
+    kept_lane_bytes();
+#endif
+
+// v's lanes that `keep` selects, in lane order, at the front; the lanes past CountTrue(keep) are
+// unspecified (the kernels store whole vectors past their count). 32-bit lanes.
+template <class D>
+HWY_INLINE hn::Vec<D> CompressKept(D d, hn::Vec<D> v, hn::Mask<D> keep) {
+  static_assert(sizeof(hn::TFromD<D>) == 4, "32-bit lanes");
+#if defined(LASTMILE_COMPRESS_BY_TABLE)
+  uint8_t bits[8] = {};
+  hn::StoreMaskBits(d, keep, bits);
+  if constexpr (hn::MaxLanes(d) == 8) {
+    const hn::RebindToUnsigned<D> du;
+    const auto nibbles = hn::Set(du, kKeptLaneNibbles[bits[0]]);
+    const auto shifts = hn::ShiftLeft<2>(hn::Iota(du, 0));  // 0, 4, ..., 28
+    const auto lanes = hn::And(hn::Shr(nibbles, shifts), hn::Set(du, 7));
+    return hn::TableLookupLanes(v, hn::IndicesFromVec(d, lanes));
+  } else {
+    static_assert(hn::MaxLanes(d) == 4, "128-bit vectors of 32-bit lanes");
+    const hn::Repartition<uint8_t, D> du8;
+    return hn::BitCast(d, hn::TableLookupBytes(hn::BitCast(du8, v),
+                                               hn::Load(du8, kKeptLaneBytes[bits[0]].data())));
+  }
+#else
+  (void)d;
+  return hn::Compress(v, keep);
+#endif
+}
+
+}  // namespace lastmile::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

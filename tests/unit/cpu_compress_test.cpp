@@ -1,0 +1,137 @@
+// The CPU backend's compressing kernels (cpu/row_ops.cpp with cpu/compress-inl.hpp) against plain
+// loops: compress_at_least, compress_source (fp32, bf16, fp16) and probability_band list the same
+// ids and values, in id order. The rows hold every pattern of kept lanes for 16, 8 and 4 lanes
+// (vector m keeps lane j iff bit j of m is set), so each lane table's every entry is used; ctest's
+// unit_on_<target> runs them on each narrower Highway target too.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "reference/float16.hpp"
+
+namespace lastmile_test {
+namespace {
+
+using lastmile::DType;
+namespace cpu = lastmile::cpu;
+
+constexpr float kThreshold = 0.5f;
+
+// For each of the 2^16 patterns a 16-lane vector's mask can take, 16 entries: entry j is above
+// the threshold iff bit j is set (8- and 4-lane vectors see every pattern of theirs in them),
+// then a tail that is not a whole vector. Kept values differ, so a wrong lane shows.
+std::vector<float> every_lane_pattern() {
+  std::vector<float> x;
+  for (uint32_t pattern = 0; pattern < (1u << 16); pattern += 1) {
+    for (uint32_t lane = 0; lane < 16; ++lane) {
+      const float step = static_cast<float>(x.size() % 1024) / 1024.0f;
+      x.push_back(((pattern >> lane) & 1) ? 1.0f + step : -step);
+    }
+  }
+  for (int j = 0; j < 13; ++j) x.push_back(j % 2 ? 2.0f : 0.0f);
+  return x;
+}
+
+struct Listed {
+  std::vector<int32_t> ids;
+  std::vector<float> values;
+};
+
+Listed listed_at_least(const std::vector<float>& x, float threshold, bool strict) {
+  Listed out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (strict ? x[i] > threshold : x[i] >= threshold) {
+      out.ids.push_back(static_cast<int32_t>(i));
+      out.values.push_back(x[i]);
+    }
+  }
+  return out;
+}
+
+void expect_listed(const Listed& want, const std::vector<int32_t>& ids,
+                   const std::vector<float>& values, size_t count) {
+  ASSERT_EQ(count, want.ids.size());
+  for (size_t k = 0; k < count; ++k) {
+    ASSERT_EQ(ids[k], want.ids[k]) << "entry " << k;
+    ASSERT_EQ(values[k], want.values[k]) << "entry " << k;
+  }
+}
+
+TEST(CpuCompress, CompressAtLeastListsEveryLanePattern) {
+  const std::vector<float> x = every_lane_pattern();
+  for (const bool strict : {false, true}) {
+    std::vector<int32_t> ids(x.size() + cpu::kCompressSlack);
+    std::vector<float> values(x.size() + cpu::kCompressSlack);
+    const size_t count =
+        cpu::compress_at_least(x.data(), x.size(), kThreshold, strict, ids.data(), values.data());
+    expect_listed(listed_at_least(x, kThreshold, strict), ids, values, count);
+  }
+}
+
+// x's entries as 16-bit patterns of dtype: bf16 truncated, fp16 exactly (every entry of
+// every_lane_pattern is a multiple of 2^-10 below 2 in magnitude, so binary16 holds it).
+std::vector<uint16_t> as_half(const std::vector<float>& x, DType dtype) {
+  std::map<float, uint16_t> f16_of;
+  for (uint32_t bits = 0; bits < 0x7c00u; ++bits) {
+    f16_of.emplace(lastmile::detail::f16_to_f32(static_cast<uint16_t>(bits)), bits);
+    f16_of.emplace(lastmile::detail::f16_to_f32(static_cast<uint16_t>(bits | 0x8000u)),
+                   bits | 0x8000u);
+  }
+  std::vector<uint16_t> half(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    half[i] = dtype == DType::bf16 ? static_cast<uint16_t>(std::bit_cast<uint32_t>(x[i]) >> 16)
+                                   : f16_of.at(x[i]);
+  return half;
+}
+
+TEST(CpuCompress, CompressSourceListsEveryLanePatternInEachDtype) {
+  const std::vector<float> x = every_lane_pattern();
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    std::vector<uint16_t> half;
+    std::vector<float> widened = x;
+    if (dtype != DType::f32) {
+      half = as_half(x, dtype);
+      for (size_t i = 0; i < x.size(); ++i)
+        widened[i] = dtype == DType::bf16 ? lastmile::detail::bf16_to_f32(half[i])
+                                          : lastmile::detail::f16_to_f32(half[i]);
+    }
+    const void* src = dtype == DType::f32 ? static_cast<const void*>(x.data()) : half.data();
+    std::vector<int32_t> ids(x.size() + cpu::kCompressSlack);
+    std::vector<float> values(x.size() + cpu::kCompressSlack);
+    bool bad = true;
+    const size_t count =
+        cpu::compress_source(src, dtype, x.size(), kThreshold, ids.data(), values.data(), &bad);
+    EXPECT_FALSE(bad);
+    expect_listed(listed_at_least(widened, kThreshold, false), ids, values, count);
+  }
+}
+
+TEST(CpuCompress, ProbabilityBandListsEveryLanePattern) {
+  // Weights in [0, 1): the band [0.25, 0.75) after scaling by inv_sum 0.5 holds the entries in
+  // [0.5, 1.5) of w; each vector's band lanes follow its pattern, the rest lie below or above.
+  std::vector<float> w = every_lane_pattern();
+  std::mt19937 rng(7);
+  for (float& v : w) v = v >= kThreshold ? 1.0f : (rng() % 2 ? 0.25f : 3.0f);
+  std::vector<int32_t> ids(w.size() + cpu::kCompressSlack);
+  double mass_below = 0;
+  const size_t count =
+      cpu::probability_band(w.data(), w.size(), 0.5f, 0.25f, 0.75f, ids.data(), &mass_below);
+  std::vector<int32_t> want;
+  double want_below = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const float q = w[i] * 0.5f;
+    if (q < 0.25f) want_below += q;
+    if (q >= 0.25f && q < 0.75f) want.push_back(static_cast<int32_t>(i));
+  }
+  ASSERT_EQ(count, want.size());
+  for (size_t k = 0; k < count; ++k) ASSERT_EQ(ids[k], want[k]) << "entry " << k;
+  EXPECT_DOUBLE_EQ(mass_below, want_below);  // sums of 0.125: exact in any order
+}
+
+}  // namespace
+}  // namespace lastmile_test
