@@ -55,6 +55,32 @@ constexpr std::array<std::array<uint8_t, 16>, 16> kept_lane_bytes() {
 }
 alignas(16) inline constexpr std::array<std::array<uint8_t, 16>, 16> kKeptLaneBytes =
     kept_lane_bytes();
+
+// For each mask of 4 lanes, the kept lanes' indices, in ascending order (the rest 0).
+constexpr std::array<std::array<int32_t, 4>, 16> kept_lanes4() {
+  std::array<std::array<int32_t, 4>, 16> table{};
+  for (uint32_t bits = 0; bits < 16; ++bits)
+    for (uint32_t lane = 0; lane < 4; ++lane)
+      table[bits][lane] = static_cast<int32_t>((kKeptLaneNibbles[bits] >> (4 * lane)) & 0xf);
+  return table;
+}
+alignas(16) inline constexpr std::array<std::array<int32_t, 4>, 16> kKeptLanes4 = kept_lanes4();
+
+// The indices of the lanes `keep` selects, ascending, at the front (the rest 0).
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> KeptLaneIndices(D d, hn::Mask<D> keep) {
+  const hn::RebindToSigned<D> di;
+  uint8_t bits[8] = {};
+  hn::StoreMaskBits(d, keep, bits);
+  if constexpr (hn::MaxLanes(d) == 8) {
+    const auto nibbles = hn::Set(di, static_cast<int32_t>(kKeptLaneNibbles[bits[0]]));
+    const auto shifts = hn::ShiftLeft<2>(hn::Iota(di, 0));  // 0, 4, ..., 28
+    return hn::And(hn::Shr(nibbles, shifts), hn::Set(di, 7));
+  } else {
+    static_assert(hn::MaxLanes(d) == 4, "128-bit vectors of 32-bit lanes");
+    return hn::Load(di, kKeptLanes4[bits[0]].data());
+  }
+}
 #endif
 
 // v's lanes that `keep` selects, in lane order, at the front; the lanes past CountTrue(keep) are
@@ -63,16 +89,11 @@ template <class D>
 HWY_INLINE hn::Vec<D> CompressKept(D d, hn::Vec<D> v, hn::Mask<D> keep) {
   static_assert(sizeof(hn::TFromD<D>) == 4, "32-bit lanes");
 #if defined(LASTMILE_COMPRESS_BY_TABLE)
-  uint8_t bits[8] = {};
-  hn::StoreMaskBits(d, keep, bits);
   if constexpr (hn::MaxLanes(d) == 8) {
-    const hn::RebindToUnsigned<D> du;
-    const auto nibbles = hn::Set(du, kKeptLaneNibbles[bits[0]]);
-    const auto shifts = hn::ShiftLeft<2>(hn::Iota(du, 0));  // 0, 4, ..., 28
-    const auto lanes = hn::And(hn::Shr(nibbles, shifts), hn::Set(du, 7));
-    return hn::TableLookupLanes(v, hn::IndicesFromVec(d, lanes));
+    return hn::TableLookupLanes(v, hn::IndicesFromVec(d, KeptLaneIndices(d, keep)));
   } else {
-    static_assert(hn::MaxLanes(d) == 4, "128-bit vectors of 32-bit lanes");
+    uint8_t bits[8] = {};
+    hn::StoreMaskBits(d, keep, bits);
     const hn::Repartition<uint8_t, D> du8;
     return hn::BitCast(d, hn::TableLookupBytes(hn::BitCast(du8, v),
                                                hn::Load(du8, kKeptLaneBytes[bits[0]].data())));
@@ -80,6 +101,22 @@ HWY_INLINE hn::Vec<D> CompressKept(D d, hn::Vec<D> v, hn::Mask<D> keep) {
 #else
   (void)d;
   return hn::Compress(v, keep);
+#endif
+}
+
+// The ids first + lane of the lanes `keep` selects, in lane order, at the front (the rest
+// unspecified): CompressKept of (first, first + 1, ...), which on the table targets is the lane
+// indices plus first, with no permutation.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> CompressKeptIds(D d, hn::Mask<D> keep, size_t first) {
+  const hn::RebindToSigned<D> di;
+  const auto offset = hn::Set(di, static_cast<int32_t>(first));
+#if defined(LASTMILE_COMPRESS_BY_TABLE)
+  return hn::Add(offset, KeptLaneIndices(d, keep));
+#else
+  (void)d;
+  // Iota(di, first) is built through the stack by GCC: a constant plus a broadcast instead.
+  return hn::Compress(hn::Add(hn::Iota(di, 0), offset), hn::RebindMask(di, keep));
 #endif
 }
 

@@ -34,13 +34,6 @@ int64_t first_bad(const float* x, size_t from, size_t n) {
   return -1;
 }
 
-// Lanes i, i + 1, ...: a broadcast added to a constant (GCC builds Iota(d, i) through the stack,
-// a store-forwarding stall per vector in the compress loops).
-template <class DI>
-HWY_INLINE hn::Vec<DI> Indices(DI di, size_t i) {
-  return hn::Add(hn::Iota(di, 0), hn::Set(di, static_cast<hn::TFromD<DI>>(i)));
-}
-
 // exp(x) for x <= 0, as the softmax kernels need it (x - max): within 1.01 ULP of the exact
 // value and monotone (both checked over every float in [-86.9, 0]); below -86.9 it flushes to 0,
 // so the scaling by 2^k never leaves the normal range. About 1.7x faster than Highway's Exp,
@@ -549,7 +542,7 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
     const auto v = hn::LoadU(d, x + i);
     const auto keep = strict ? hn::Gt(v, vthr) : hn::Ge(v, vthr);
     if (hn::AllFalse(d, keep)) continue;
-    hn::StoreU(CompressKept(di, Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
+    hn::StoreU(CompressKeptIds(d, keep, i), di, ids + count);
     hn::StoreU(CompressKept(d, v, keep), d, values + count);
     count += hn::CountTrue(d, keep);
     if (count > limit) return count;
@@ -729,7 +722,7 @@ size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_
   BadLanes seen_bad(d);
   size_t count = 0;
   auto append = [&](size_t i, hn::Vec<decltype(d)> v, hn::Mask<decltype(d)> keep) {
-    hn::StoreU(CompressKept(di, Indices(di, i), hn::RebindMask(di, keep)), di, ids + count);
+    hn::StoreU(CompressKeptIds(d, keep, i), di, ids + count);
     hn::StoreU(CompressKept(d, v, keep), d, values + count);
     count += hn::CountTrue(d, keep);
   };
@@ -802,7 +795,7 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
     // No branch on an empty band: a third of the vectors hold band tokens, and mispredicting
     // them cost more than compressing every vector.
     const auto band = hn::And(valid, hn::AndNot(below, hn::Lt(q, vhi)));
-    hn::StoreU(CompressKept(di, Indices(di, at), hn::RebindMask(di, band)), di, ids + count);
+    hn::StoreU(CompressKeptIds(d, band, at), di, ids + count);
     count += hn::CountTrue(d, band);
   };
   auto flush = [&](const Sums& sum) { below_sum += sum.Total(d); };
