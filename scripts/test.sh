@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# All tests on a fresh machine: install dependencies; a Release build with -Werror running every
-# test (unit, determinism, statistical, golden through check.py, CLI errors, packaging, the C API
-# test); `pip install .` and the pytest suite (numpy, torch, the vLLM adapter, golden through the
-# Python runner); libFuzzer over the input readers and the C API; an ASan+UBSan build running the
-# unit, determinism and CLI error tests; a TSan build running the threaded tests; clang-format.
+# All tests on a fresh machine: install dependencies; a Release build with -Werror (the
+# micro-benchmarks compiled too, not run) running every test (unit, determinism, statistical,
+# golden through check.py, CLI errors, packaging, the C API test); `pip install .` and the pytest
+# suite (numpy, torch, the vLLM adapter, golden through the Python runner); libFuzzer over the
+# input readers and the C API; an ASan+UBSan build running the unit, determinism and CLI error
+# tests; a TSan build running the threaded tests; clang-format.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
@@ -13,7 +14,8 @@ echo "== clang-format (Google base, 100 columns)" >&2
 git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
 echo "== Release build (-Werror) and all tests" >&2
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DPython3_EXECUTABLE="$python" >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DLASTMILE_BUILD_BENCHMARKS=ON \
+  -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
 
