@@ -1,8 +1,9 @@
 // Google Benchmark micro-benchmarks of the fast CPU backend's kernels (cpu/kernels.hpp) and of its
 // input draw per kind of row, one row of LLM-shaped logits, cache-hot, on the Highway target this
 // machine dispatches to. bytes_per_second counts the row's fp32 bytes once, so each kernel reads
-// against BM_CpuRowMax, the read roofline; per-kernel slowdowns on one target (the AVX2 compress
-// that copied its lane table per vector, the accumulators kept on the stack) show here first.
+// against BM_CpuRowMax, the read roofline; a slowdown of one kernel on one target (the AVX2
+// compress that copied its lane table per vector, 16x) shows here first. This VM has slow phases
+// in which the same binary runs up to 2x slower: compare builds run alternately.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
