@@ -5,8 +5,8 @@
 // Why not hn::Compress everywhere: Highway 1.0.3's AVX2, SSE4 and SSSE3 Compress keep their lane
 // tables in non-static constexpr arrays, which GCC 12 copies onto the stack at every call (1 KB on
 // AVX2: about 85 cycles per vector). On Zen 3 (AVX2) that made topk_topp 478 us per row against
-// 17 on Zen 4, whose AVX-512 compresses in hardware. These targets use tables of static storage
-// instead; the others keep hn::Compress.
+// 17 on Zen 4, whose AVX-512 compresses in hardware. These targets look the kept lanes' indices
+// up in tables of static storage and permute by them; the others keep hn::Compress.
 #if defined(LASTMILE_CPU_COMPRESS_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LASTMILE_CPU_COMPRESS_INL_HPP_
 #undef LASTMILE_CPU_COMPRESS_INL_HPP_
@@ -41,21 +41,6 @@ constexpr std::array<uint32_t, 256> kept_lane_nibbles() {
 }
 inline constexpr std::array<uint32_t, 256> kKeptLaneNibbles = kept_lane_nibbles();
 
-// For each mask of 4 lanes of 32 bits, the byte shuffle that moves the kept lanes to the front.
-constexpr std::array<std::array<uint8_t, 16>, 16> kept_lane_bytes() {
-  std::array<std::array<uint8_t, 16>, 16> table{};
-  for (uint32_t bits = 0; bits < 16; ++bits) {
-    const uint32_t nibbles = kKeptLaneNibbles[bits];
-    for (uint32_t lane = 0; lane < 4; ++lane)
-      for (uint32_t byte = 0; byte < 4; ++byte)
-        table[bits][4 * lane + byte] =
-            static_cast<uint8_t>(4 * ((nibbles >> (4 * lane)) & 0xf) + byte);
-  }
-  return table;
-}
-alignas(16) inline constexpr std::array<std::array<uint8_t, 16>, 16> kKeptLaneBytes =
-    kept_lane_bytes();
-
 // For each mask of 4 lanes, the kept lanes' indices, in ascending order (the rest 0).
 constexpr std::array<std::array<int32_t, 4>, 16> kept_lanes4() {
   std::array<std::array<int32_t, 4>, 16> table{};
@@ -89,15 +74,7 @@ template <class D>
 HWY_INLINE hn::Vec<D> CompressKept(D d, hn::Vec<D> v, hn::Mask<D> keep) {
   static_assert(sizeof(hn::TFromD<D>) == 4, "32-bit lanes");
 #if defined(LASTMILE_COMPRESS_BY_TABLE)
-  if constexpr (hn::MaxLanes(d) == 8) {
-    return hn::TableLookupLanes(v, hn::IndicesFromVec(d, KeptLaneIndices(d, keep)));
-  } else {
-    uint8_t bits[8] = {};
-    hn::StoreMaskBits(d, keep, bits);
-    const hn::Repartition<uint8_t, D> du8;
-    return hn::BitCast(d, hn::TableLookupBytes(hn::BitCast(du8, v),
-                                               hn::Load(du8, kKeptLaneBytes[bits[0]].data())));
-  }
+  return hn::TableLookupLanes(v, hn::IndicesFromVec(d, KeptLaneIndices(d, keep)));
 #else
   (void)d;
   return hn::Compress(v, keep);

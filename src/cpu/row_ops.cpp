@@ -120,9 +120,11 @@ struct PartialSums {
     HWY_ALIGN float lanes[kCount * hn::MaxLanes(d)];
     for (size_t k = 0; k < kCount; ++k) hn::Store(sums[k], d, lanes + k * hn::Lanes(d));
     const size_t shift = added % kCount;
-    double total = LanesInDouble(d, lanes + (kCount - shift) % kCount * hn::Lanes(d));
-    for (size_t j = 1; j < kCount; ++j)
-      total += LanesInDouble(d, lanes + (j + kCount - shift) % kCount * hn::Lanes(d));
+    auto accumulator = [&](size_t j) {
+      return LanesInDouble(d, lanes + (j + kCount - shift) % kCount * hn::Lanes(d));
+    };
+    double total = accumulator(0);
+    for (size_t j = 1; j < kCount; ++j) total += accumulator(j);
     return total;
   }
 };
