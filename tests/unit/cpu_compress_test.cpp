@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -108,6 +109,32 @@ TEST(CpuCompress, CompressSourceListsEveryLanePatternInEachDtype) {
         cpu::compress_source(src, dtype, x.size(), kThreshold, ids.data(), values.data(), &bad);
     EXPECT_FALSE(bad);
     expect_listed(listed_at_least(widened, kThreshold, false), ids, values, count);
+  }
+}
+
+// compress_source skips groups of vectors none of whose entries pass: a sparse row, its passing
+// entries one in 61 (so over the row each falls in every lane of every vector of a group, with
+// empty groups between), and 4099 entries (a tail). A NaN in a skipped group (or a +inf) still
+// makes the list bad.
+TEST(CpuCompress, CompressSourceSkipsOnlyGroupsWithNothingToList) {
+  std::vector<float> x(4099);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = i % 61 == 5 ? 1.0f + static_cast<float>(i) / 4096.0f : -static_cast<float>(i % 7);
+  std::vector<int32_t> ids(x.size() + cpu::kCompressSlack);
+  std::vector<float> values(x.size() + cpu::kCompressSlack);
+  bool bad = true;
+  const size_t count = cpu::compress_source(x.data(), DType::f32, x.size(), kThreshold, ids.data(),
+                                            values.data(), &bad);
+  EXPECT_FALSE(bad);
+  expect_listed(listed_at_least(x, kThreshold, false), ids, values, count);
+  for (const float poison :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> y(x.size(), -1.0f);  // nothing passes but it: a NaN's group is skipped
+    y[2053] = poison;
+    bad = false;
+    cpu::compress_source(y.data(), DType::f32, y.size(), kThreshold, ids.data(), values.data(),
+                         &bad);
+    EXPECT_TRUE(bad) << poison;
   }
 }
 
