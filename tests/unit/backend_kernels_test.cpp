@@ -289,7 +289,17 @@ TEST_P(BackendKernels, ConvertRowRepeatedFindsInputAndOverflowedValues) {
                                              seen.data(), 1.5f),
               at);
   }
-  std::fill(seen.begin(), seen.end(), 0);  // nothing seen: the overflow never happens
+  std::fill(seen.begin(), seen.end(), 0);  // only the entry that overflows seen
+  for (const int64_t at : {int64_t{0}, n() / 2, n() - 1}) {
+    std::vector<float> y = x;
+    y[static_cast<size_t>(at)] = 3e38f;
+    lastmile::detail::mark_seen(seen, static_cast<TokenId>(at));
+    EXPECT_EQ(backend().convert_row_repeated(y.data(), lastmile::DType::f32, out.data(), n(),
+                                             seen.data(), 0.5f),
+              at);
+    std::fill(seen.begin(), seen.end(), 0);
+  }
+  // nothing seen: the overflow never happens
   x[static_cast<size_t>(n() - 1)] = 3e38f;
   EXPECT_EQ(backend().convert_row_repeated(x.data(), lastmile::DType::f32, out.data(), n(),
                                            seen.data(), 0.5f),
@@ -298,44 +308,51 @@ TEST_P(BackendKernels, ConvertRowRepeatedFindsInputAndOverflowedValues) {
 
 // Converting with a summary changes nothing: the row is convert_row's (repeated where seen), and
 // the raw logprobs answered from the summary are those read from the caller's row, to the bit.
+// Seen bitmaps both dense (half the tokens) and sparse (one in 97, as a short history marks a
+// large vocabulary).
 TEST_P(BackendKernels, ConvertRowSummarisedIsConvertAndTheRawLogprobsOfTheRow) {
   const RepeatedRow row = repeated_row(13);
   const std::vector<float>& wide = row.wide;
   const std::vector<uint16_t>& halves = row.halves;
-  const std::vector<uint64_t>& seen = row.seen;
+  std::vector<uint64_t> sparse(row.seen.size(), 0);
+  for (int64_t i = 3; i < n(); i += 97)
+    lastmile::detail::mark_seen(sparse, static_cast<TokenId>(i));
   const int64_t k = std::min<int64_t>(n(), 5);
-  for (const bool repeated : {false, true}) {
-    for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
-      const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(wide.data())
-                                                      : static_cast<const void*>(halves.data());
-      const uint64_t* bits = repeated ? seen.data() : nullptr;
-      std::vector<float> summarised(wide.size()), plain(wide.size());
-      lastmile::detail::RawRowSummary summary;
-      EXPECT_EQ(backend().convert_row_summarised(src, dtype, summarised.data(), n(), bits, 0.7f,
-                                                 &summary),
-                -1);
-      if (repeated)
-        backend().convert_row_repeated(src, dtype, plain.data(), n(), bits, 0.7f);
-      else
-        backend().convert_row(src, dtype, plain.data(), n());
-      ASSERT_EQ(summarised, plain) << "repeated " << repeated;
-      for (const TokenId token :
-           {0, static_cast<TokenId>(n() / 2), static_cast<TokenId>(n() - 1)}) {
-        std::vector<TokenId> ids_known(k), ids_read(k);
-        std::vector<float> out_known(k), out_read(k);
-        const auto known =
-            backend().input_raw_logprobs(src, dtype, n(), true, token, k, ids_known.data(),
-                                         out_known.data(), scratch(), &summary);
-        const auto read = backend().input_raw_logprobs(src, dtype, n(), true, token, k,
-                                                       ids_read.data(), out_read.data(), scratch());
-        EXPECT_EQ(known.values.max, read.values.max);
-        EXPECT_EQ(known.values.log_sum, read.values.log_sum);
-        EXPECT_EQ(known.rank, read.rank) << "token " << token;
-        EXPECT_EQ(ids_known, ids_read);
-        EXPECT_EQ(out_known, out_read);
+  const std::vector<uint64_t>* const bitmaps[] = {&row.seen, &sparse};
+  for (const std::vector<uint64_t>* seen_bits : bitmaps)
+    for (const bool repeated : {false, true}) {
+      const std::vector<uint64_t>& seen = *seen_bits;
+      for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
+        const void* src = dtype == lastmile::DType::f32 ? static_cast<const void*>(wide.data())
+                                                        : static_cast<const void*>(halves.data());
+        const uint64_t* bits = repeated ? seen.data() : nullptr;
+        std::vector<float> summarised(wide.size()), plain(wide.size());
+        lastmile::detail::RawRowSummary summary;
+        EXPECT_EQ(backend().convert_row_summarised(src, dtype, summarised.data(), n(), bits, 0.7f,
+                                                   &summary),
+                  -1);
+        if (repeated)
+          backend().convert_row_repeated(src, dtype, plain.data(), n(), bits, 0.7f);
+        else
+          backend().convert_row(src, dtype, plain.data(), n());
+        ASSERT_EQ(summarised, plain) << "repeated " << repeated;
+        for (const TokenId token :
+             {0, static_cast<TokenId>(n() / 2), static_cast<TokenId>(n() - 1)}) {
+          std::vector<TokenId> ids_known(k), ids_read(k);
+          std::vector<float> out_known(k), out_read(k);
+          const auto known =
+              backend().input_raw_logprobs(src, dtype, n(), true, token, k, ids_known.data(),
+                                           out_known.data(), scratch(), &summary);
+          const auto read = backend().input_raw_logprobs(
+              src, dtype, n(), true, token, k, ids_read.data(), out_read.data(), scratch());
+          EXPECT_EQ(known.values.max, read.values.max);
+          EXPECT_EQ(known.values.log_sum, read.values.log_sum);
+          EXPECT_EQ(known.rank, read.rank) << "token " << token;
+          EXPECT_EQ(ids_known, ids_read);
+          EXPECT_EQ(out_known, out_read);
+        }
       }
     }
-  }
 }
 
 // NaN or +inf, the input's or the repetition's, anywhere: the index convert_row_repeated gives,
@@ -350,6 +367,12 @@ TEST_P(BackendKernels, ConvertRowSummarisedFindsInputAndOverflowedValues) {
     y[static_cast<size_t>(at)] = 3e38f;  // finite, +inf once scaled by 1 / 0.5
     EXPECT_EQ(backend().convert_row_summarised(y.data(), lastmile::DType::f32, out.data(), n(),
                                                seen.data(), 0.5f, &summary),
+              at);
+    EXPECT_FALSE(summary.known);
+    std::vector<uint64_t> only(seen.size(), 0);  // sparse: the entry that overflows alone
+    lastmile::detail::mark_seen(only, static_cast<TokenId>(at));
+    EXPECT_EQ(backend().convert_row_summarised(y.data(), lastmile::DType::f32, out.data(), n(),
+                                               only.data(), 0.5f, &summary),
               at);
     EXPECT_FALSE(summary.known);
     EXPECT_EQ(backend().convert_row_summarised(y.data(), lastmile::DType::f32, out.data(), n(),
