@@ -112,10 +112,11 @@ TEST(CpuCompress, CompressSourceListsEveryLanePatternInEachDtype) {
   }
 }
 
-// compress_source skips groups of vectors none of whose entries pass: a sparse row, its passing
-// entries one in 61 (so over the row each falls in every lane of every vector of a group, with
-// empty groups between), and 4099 entries (a tail). A NaN in a skipped group (or a +inf) still
-// makes the list bad.
+// compress_source skips groups of vectors all of whose entries are below the threshold: a sparse
+// row, its passing entries one in 61 (so over the row each falls in every lane of every vector of
+// a group, with empty groups between), and 4099 entries (a tail). A NaN or +inf is not below, so
+// one alone in an otherwise empty row keeps its group from being skipped unchecked: the list is
+// bad.
 TEST(CpuCompress, CompressSourceSkipsOnlyGroupsWithNothingToList) {
   std::vector<float> x(4099);
   for (size_t i = 0; i < x.size(); ++i)
@@ -129,7 +130,7 @@ TEST(CpuCompress, CompressSourceSkipsOnlyGroupsWithNothingToList) {
   expect_listed(listed_at_least(x, kThreshold, false), ids, values, count);
   for (const float poison :
        {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-    std::vector<float> y(x.size(), -1.0f);  // nothing passes but it: a NaN's group is skipped
+    std::vector<float> y(x.size(), -1.0f);  // every other group is skipped
     y[2053] = poison;
     bad = false;
     cpu::compress_source(y.data(), DType::f32, y.size(), kThreshold, ids.data(), values.data(),
