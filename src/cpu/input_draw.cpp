@@ -66,7 +66,10 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   const float from = smallest_dividend_at_least(threshold, t);
   const size_t block = block_size(static_cast<int64_t>(n));
   const RowChunks chunks = row_chunks(n, block);
-  if (maxima.max != nullptr && maxima.block != block) maxima = {};  // not this row's blocks
+  // Maxima by blocks that tile the chunks (whole chunks hold whole ones), or none: every block
+  // read.
+  if (maxima.max != nullptr && block % maxima.block != 0) maxima = {};
+  const size_t step = maxima.max != nullptr ? maxima.block : block;
   size_t counts[kRowChunks];
   bool bad[kRowChunks];
   // Each run of blocks that may list anything is compressed in one call, appended to the chunk's
@@ -75,29 +78,32 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
     const auto chunk = static_cast<size_t>(c);
     int32_t* const ids = scratch.ids.data() + chunks.region(chunk);
     float* const values = scratch.values.data() + chunks.region(chunk);
-    const size_t chunk_end = chunks.end(chunk);
-    auto reaches = [&](size_t start) {
-      return maxima.max == nullptr || maxima.max[start / block] >= threshold;
-    };
-    counts[chunk] = 0;
-    bad[chunk] = false;
-    for (size_t start = chunks.begin(chunk); start < chunk_end;) {
-      if (!reaches(start)) {
-        start += block;
+    const size_t chunk_begin = chunks.begin(chunk), chunk_end = chunks.end(chunk);
+    const float* const max = maxima.max;  // locals: the scan below stays in registers
+    const float reached = threshold;
+    auto reaches = [max, reached](size_t b) { return max == nullptr || max[b] >= reached; };
+    size_t count = 0;
+    bool any_bad = false;
+    const size_t last = (chunk_end + step - 1) / step;
+    for (size_t b = chunk_begin / step; b < last;) {  // by the maxima's blocks
+      if (!reaches(b)) {
+        ++b;
         continue;
       }
-      size_t end = std::min(chunk_end, start + block);
-      while (end < chunk_end && reaches(end)) end = std::min(chunk_end, end + block);
+      const size_t start = b * step;
+      while (++b < last && reaches(b)) {
+      }
+      const size_t end = std::min(chunk_end, b * step);
       bool run_bad = false;
-      const size_t listed =
-          cpu::compress_source(entry_at(src, dtype, start), dtype, end - start, from,
-                               ids + counts[chunk], values + counts[chunk], &run_bad);
-      const auto offset = static_cast<int32_t>(start - chunks.begin(chunk));
-      for (size_t i = counts[chunk]; i < counts[chunk] + listed; ++i) ids[i] += offset;
-      counts[chunk] += listed;
-      bad[chunk] = bad[chunk] || run_bad;
-      start = end;
+      const size_t listed = cpu::compress_source(entry_at(src, dtype, start), dtype, end - start,
+                                                 from, ids + count, values + count, &run_bad);
+      const auto offset = static_cast<int32_t>(start - chunk_begin);
+      for (size_t i = count; i < count + listed; ++i) ids[i] += offset;
+      count += listed;
+      any_bad = any_bad || run_bad;
     }
+    counts[chunk] = count;
+    bad[chunk] = any_bad;
   };
   parallel(static_cast<int64_t>(chunks.count), list_chunk);
   if (std::any_of(bad, bad + chunks.count, [](bool b) { return b; })) return kNotListed;
@@ -220,11 +226,8 @@ bool quotient_block_maxima(const void* src, DType dtype, size_t n, float t, size
   };
   parallel(static_cast<int64_t>(chunks.count), chunk_maxima);
   if (!std::all_of(ok, ok + chunks.count, [](bool b) { return b; })) return false;
-  const size_t blocks = (n + block - 1) / block;
-  if (t != 1.0f)
-    for (size_t b = 0; b < blocks; ++b) maxima[b] /= t;
-  return std::all_of(maxima, maxima + blocks,
-                     [](float m) { return m < std::numeric_limits<float>::infinity(); });
+  // The pass rejected +inf, so only a division can make one.
+  return t == 1.0f || cpu::divide(maxima, (n + block - 1) / block, t) < 0;
 }
 
 // min_p without the softmax's sum: when no entry lies in min_p_cut's range (selection.hpp), the
@@ -537,6 +540,44 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   return last_kept;
 }
 
+// Top-k's groups: at most kMaxGroups of a power-of-two size from 64 entries up (they divide
+// row_chunks' blocks for rows up to 2^20), at least 4k of them; 0: too few groups for k, or too
+// long a row (the samples decide).
+constexpr size_t kMaxGroups = 1024;
+size_t top_k_group_size(size_t n, int64_t k) {
+  if (n > (size_t{1} << 20)) return 0;
+  size_t group = 64;
+  while (n > group * kMaxGroups) group *= 2;
+  return (n + group - 1) / group >= 4 * static_cast<size_t>(k) ? group : 0;
+}
+
+// Top-k's k-th largest quotient of src / t by group maxima: each group's max is an entry, so the
+// k-th largest max m has k entries at or above it. The entries >= m lie in the groups whose max
+// reaches m (about k of them: a few percent of the row) and hold the k largest: the k-th is
+// selected among them. One max pass, a selection over the maxima and a short listing, where
+// sampling a threshold lists hundreds and compresses the whole row. nullopt on a NaN / +inf (or
+// a quotient that overflows); *candidates: how many are listed.
+std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
+                                           int64_t k, size_t group, SortScratch scratch,
+                                           size_t* candidates, const ParallelFor& parallel) {
+  float maxima[kMaxGroups];
+  if (!quotient_block_maxima(src, dtype, n, t, group, maxima, parallel)) return std::nullopt;
+  const auto groups = static_cast<int64_t>((n + group - 1) / group);
+  size_t listed_maxima = 0;  // the k-th largest max, itself by sampled threshold among the maxima
+  const float kth_max = *kth_largest(
+      groups, k, scratch, &listed_maxima, [&](int64_t g) { return maxima[g]; },
+      [&](float threshold) {
+        return cpu::compress_at_least(maxima, static_cast<size_t>(groups), threshold, false,
+                                      scratch.ids.data(), scratch.values.data());
+      });
+  const size_t listed =
+      list_scaled_at_least(src, dtype, n, t, kth_max, scratch, parallel, {maxima, group});
+  // Fewer than k listed cannot happen on a checked row; declining keeps a broken list harmless.
+  if (listed == kNotListed || listed < static_cast<size_t>(k)) return std::nullopt;
+  *candidates = listed;
+  return kth_listed(scratch, listed, static_cast<size_t>(k));
+}
+
 // Top-k, then top-p on the survivors.
 TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
                    SortScratch scratch, const ParallelFor& parallel) {
@@ -556,8 +597,11 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
                                       parallel);
   };
   size_t candidates = 0;
+  const size_t group = top_k_group_size(static_cast<size_t>(n), params.top_k);
   const std::optional<float> kth =
-      kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
+      group != 0 ? kth_largest_by_groups(src, dtype, static_cast<size_t>(n), t, params.top_k, group,
+                                         scratch, &candidates, parallel)
+                 : kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
   if (!kth) return kNoInputDraw;
   size_t kept = keep_at_least(scratch, candidates, *kth);
   if (params.apply_top_p) {

@@ -57,8 +57,9 @@ inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
   return t == 1.0f ? v : v / t;
 }
 
-// The maxima of a row's quotients src / t by blocks of `block` entries (row_chunks' blocks), from
-// a statistics pass: a block whose max is below a threshold holds nothing to list.
+// The maxima of a row's quotients src / t by blocks of `block` entries (row_chunks' blocks, or
+// blocks that divide them), from an earlier pass: a block whose max is below a threshold holds
+// nothing to list.
 struct QuotientMaxima {
   const float* max = nullptr;  // null: unknown, every block is read
   size_t block = 0;

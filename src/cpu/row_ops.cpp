@@ -498,17 +498,57 @@ int64_t count_pass(Source src, size_t n, float v) {
   return static_cast<int64_t>(count);
 }
 
+// The max of entries [i, i + 4 * kQuads * lanes) of src, four vectors at a time, the vectors
+// checked by their sums: NaN and +inf survive an addition (-inf makes neither, NaN stays NaN), so
+// one test covers four vectors. A sum can overflow with no bad entry (the caller then checks
+// vector by vector); exact_check tests each vector instead.
+template <size_t kQuads, class D, class Source>
+HWY_INLINE hn::Vec<D> QuadsMax(D d, Source src, size_t i, bool exact_check, BadLanes<D>& bad) {
+  const size_t lanes = hn::Lanes(d);
+  auto max0 = hn::Set(d, -kInf), max1 = max0, max2 = max0, max3 = max0;
+  for (size_t q = 0; q < kQuads; ++q, i += 4 * lanes) {
+    const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
+    const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
+    if (exact_check) {
+      bad.Check(d, v0);
+      bad.Check(d, v1);
+      bad.Check(d, v2);
+      bad.Check(d, v3);
+    } else {
+      bad.Check(d, hn::Add(hn::Add(v0, v1), hn::Add(v2, v3)));
+    }
+    max0 = hn::Max(max0, v0);
+    max1 = hn::Max(max1, v1);
+    max2 = hn::Max(max2, v2);
+    max3 = hn::Max(max3, v3);
+  }
+  return hn::Max(hn::Max(max0, max1), hn::Max(max2, max3));
+}
+
 // Each block's max of a caller's row (blocks of `block` entries, the last may be shorter) into
-// block_max; false if the row holds NaN or +inf (then the maxima mean nothing).
+// block_max; false if the row holds NaN or +inf (then the maxima mean nothing). Short blocks of
+// 2, 4 or 8 quads (top-k's groups of 64 entries and up) take an unrolled loop with no tail.
 template <class Source>
-bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max) {
+bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max,
+                    bool exact_check = false) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   BadLanes bad(d);
-  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+  size_t start = 0, b = 0;
+  auto whole_blocks = [&](auto quads) {
+    for (; start + block <= n; start += block, ++b)
+      block_max[b] = hn::GetLane(
+          hn::MaxOfLanes(d, QuadsMax<decltype(quads)::value>(d, src, start, exact_check, bad)));
+  };
+  if (block == 8 * lanes) whole_blocks(std::integral_constant<size_t, 2>());
+  if (block == 16 * lanes) whole_blocks(std::integral_constant<size_t, 4>());
+  if (block == 32 * lanes) whole_blocks(std::integral_constant<size_t, 8>());
+  for (; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     auto max = hn::Set(d, -kInf);
     size_t i = start;
+    for (; i + 4 * lanes <= end; i += 4 * lanes)
+      max = hn::Max(max, QuadsMax<1>(d, src, i, exact_check, bad));
     for (; i + lanes <= end; i += lanes) {
       const auto v = src.Whole(d, i);
       bad.Check(d, v);
@@ -522,6 +562,7 @@ bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT bloc
     }
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
   }
+  if (bad.Any(d) && !exact_check) return block_max_pass(src, n, block, block_max, true);
   return !bad.Any(d);
 }
 

@@ -561,26 +561,120 @@ TEST(CpuBackendProperty, DrawFromInputTopPAtTheEndOfTheCdfIsTheLastKeptToken) {
   }
 }
 
+// Top-k with k at most a quarter of the row's groups takes the k-th largest group max as its
+// threshold. Rows that stress it, each drawn at 16 values of u against the oracle's steps:
+// LLM-shaped; the largest entries packed into a few neighbouring groups (most groups' maxima then
+// lie far below the k-th entry); a value repeated across groups so the k-th falls inside the
+// ties (all kept, spec §9.2); and rows with fewer than k finite entries (the k-th is -inf).
+// Group sizes 64 to 1024, a short last group, every dtype, temperatures 1 and not, top-p or not.
+TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
+  std::mt19937_64 rng(21);
+  Scratch a, b;
+  const int64_t sizes[] = {12800, 40001, 65573, 300001, int64_t{1} << 20};
+  const int64_t groups[] = {200, 626, 513, 586, 1024};  // at 64, 64, 128, 512 and 1024 entries
+  for (int trial = 0; trial < 60; ++trial) {
+    const size_t which = trial < 56 ? trial % 4 : 4;  // a few 2^20-entry rows: the oracle sorts
+    const int64_t n = sizes[which];
+    const int shape = trial % 5;
+    const int64_t k = shape == 4 ? groups[which] / 4 : 1 + static_cast<int64_t>(rng() % 50);
+    std::normal_distribution<float> body(0.0f, 2.0f);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = body(rng);
+    switch (shape) {
+      case 0:  // LLM-shaped
+        for (int i = 0; i < 30; ++i) row[rng() % n] += 8.0f;
+        break;
+      case 1: {  // the 3k largest packed from a random id on
+        const int64_t from = static_cast<int64_t>(rng() % static_cast<uint64_t>(n - 3 * k));
+        for (int64_t i = 0; i < 3 * k; ++i) row[from + i] = 20.0f + body(rng);
+        break;
+      }
+      case 2: {  // one value at k / 2 + 1 + k ids spread over the row, k / 2 entries above it
+        for (int64_t i = 0; i < k / 2; ++i) row[rng() % n] = 30.0f + body(rng) * 0.1f;
+        for (int64_t i = 0; i < k + 1; ++i) row[rng() % n] = 25.0f;
+        break;
+      }
+      case 3: {  // fewer than k finite entries
+        std::fill(row.begin(), row.end(), -kInf);
+        for (int64_t i = 0; i < k / 2; ++i) row[rng() % n] = body(rng);
+        break;
+      }
+      case 4:  // the largest k the groups allow
+        for (int i = 0; i < 300; ++i) row[rng() % n] += 8.0f;
+        break;
+    }
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 8.0f);
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 2 ? 1.0f : 0.7f;
+    params.top_k = k;
+    params.apply_top_p = trial % 4 < 2;
+    params.top_p = 0.8f;
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    oracle().apply_top_k_top_p(x.data(), n, k, params.apply_top_p, params.top_p, b.get(x.size()));
+    for (int draw = 0; draw < 16; ++draw) {
+      const double u = (draw + std::uniform_real_distribution<double>(0.0, 1.0)(rng)) / 16;
+      const TokenId fast =
+          cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+      ASSERT_EQ(fast, oracle().draw(x.data(), n, u, b.get(x.size())))
+          << "trial " << trial << " shape " << shape << " n " << n << " k " << k << " u " << u;
+      EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+          << "trial " << trial;
+    }
+  }
+}
+
+// Finite entries whose sums overflow (the maxima pass checks the sum of four vectors: a run of 64
+// such entries fills every lane of several) are not +inf: the row is checked again entry by
+// entry and drawn, on the paths that read maxima first (top-k's groups, min_p's blocks).
+TEST(CpuBackendProperty, DrawFromInputTakesHugeFiniteEntries) {
+  Scratch a, b;
+  for (const int64_t n : {40000, 300001}) {
+    std::vector<float> x(static_cast<size_t>(n), -20.0f);
+    for (size_t i = 0; i < 64; ++i) x[1000 + i] = 3e38f - static_cast<float>(i) * 1e36f;
+    for (int shape = 0; shape < 2; ++shape) {
+      lastmile::detail::DrawParams params;
+      params.top_k = shape == 0 ? 5 : n;
+      params.min_p = shape == 1 ? 0.5f : 0.0f;
+      std::vector<float> y = x;
+      if (params.min_p > 0.0f) oracle().apply_min_p(y.data(), n, params.min_p);
+      oracle().apply_top_k_top_p(y.data(), n, params.top_k, false, 1.0f, b.get(x.size()));
+      for (const double u : {0.1, 0.5, 0.9}) {
+        EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u,
+                                        a.get(x.size()), kBackwards),
+                  oracle().draw(y.data(), n, u, b.get(x.size())))
+            << "n " << n << " shape " << shape << " u " << u;
+      }
+    }
+  }
+}
+
 // NaN or +inf in the caller's row, or made by the division, sends the row to the steps (which
 // name the cause), on every path.
 TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
   Scratch a;
   for (const int64_t n : {7, 1000, 40000}) {
-    for (const float bad : {std::nanf(""), kInf, 3e38f}) {
-      // Flat, then peaked far from the bad entry: min_p's blocks' maxima would read only the
-      // peak's block, had their pass not checked the row.
-      std::vector<float> x(static_cast<size_t>(n), n == 40000 ? -20.0f : 0.5f);
-      x[0] = 0.5f;
-      x[static_cast<size_t>(n / 2)] = bad;
-      for (int shape = 0; shape < 3; ++shape) {
-        lastmile::detail::DrawParams params;
-        params.temperature = 0.5f;  // 3e38 / 0.5 overflows
-        params.top_k = shape == 2 ? 5 : n;
-        params.min_p = shape == 1 ? 0.1f : 0.0f;
-        EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, 0.5,
-                                        a.get(x.size()), kBackwards),
-                  lastmile::detail::kNoInputDraw)
-            << "n " << n << " bad " << bad << " shape " << shape;
+    // Offsets that put the bad entry in each vector of the maxima pass's groups of four (8 or 4
+    // lanes: the pass checks each four vectors' sum).
+    for (const size_t offset : {0, 9, 13, 22, 31}) {
+      for (const float bad : {std::nanf(""), kInf, 3e38f}) {
+        // Flat, then peaked far from the bad entry: min_p's blocks' maxima would read only the
+        // peak's block, had their pass not checked the row.
+        std::vector<float> x(static_cast<size_t>(n), n == 40000 ? -20.0f : 0.5f);
+        x[0] = 0.5f;
+        x[std::min(static_cast<size_t>(n / 2) + offset, static_cast<size_t>(n) - 1)] = bad;
+        for (int shape = 0; shape < 3; ++shape) {
+          lastmile::detail::DrawParams params;
+          params.temperature = 0.5f;  // 3e38 / 0.5 overflows
+          params.top_k = shape == 2 ? 5 : n;
+          params.min_p = shape == 1 ? 0.1f : 0.0f;
+          EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, 0.5,
+                                          a.get(x.size()), kBackwards),
+                    lastmile::detail::kNoInputDraw)
+              << "n " << n << " bad " << bad << " shape " << shape << " offset " << offset;
+        }
       }
     }
   }
