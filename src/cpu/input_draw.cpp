@@ -7,8 +7,8 @@
 // - min_p: the block maxima alone, then the blocks that reach min_p's cut listed: the sum only
 //   matters to entries within rounding of the cut (then the statistics and the oracle's test as
 //   a logit threshold);
-// - top-k (and top-p): candidates above a sampled threshold, the k-th among them, top-p's cut on
-//   the list, the draw on the list.
+// - top-k (and top-p): candidates at or above the k-th largest group max (a sampled threshold
+//   when k is large for the row), the k-th among them, top-p's cut on the list, the draw on it.
 // - top-p alone: the probabilities from the band's low end up, listed on a second read.
 // min_p with top-k or top-p needs the whole processed row: the steps.
 #include "cpu/input_draw.hpp"
