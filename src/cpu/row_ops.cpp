@@ -709,6 +709,8 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   // Vectors read their repetition mask from the bitmap (i is a multiple of the lanes); narrower
   // targets scale entry by entry after the block.
   const bool repeat_lanes = out.seen != nullptr && Repetition::Vectorised(d);
+  // A factor r >= 1 never makes +inf: positive entries shrink (1 / r <= 1), the rest stay <= 0.
+  const bool may_overflow = out.r < 1.0f;
   BadLanes overflowed(d);
   float max_so_far = -kInf;
   // An undivided float32 row is its own buffer: the block is still in L1 for the Exp (38 -> 35
@@ -723,7 +725,7 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
       if (out.dst == nullptr) return;
       if (repeat_lanes) {
         v = repetition.Where(d, i, v);  // the padded tail's -inf stays -inf
-        overflowed.Check(d, v);
+        if (may_overflow) overflowed.Check(d, v);
       }
       if (i + lanes <= end)
         hn::StoreU(v, d, out.dst + i);
