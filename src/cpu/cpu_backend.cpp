@@ -1,8 +1,9 @@
 // lastmile — the CPU backend: Highway row passes (row_ops.cpp) and selection instead of sorting.
 // Every kernel equals the reference oracle bit for bit except log_softmax and min_p, which use
 // a vector exp within 4.1e-7 of std::exp, relative (logprobs within 1e-5). Top-k never sorts the
-// row: the k-th largest value is found among candidates above a sampled threshold, and top-p then
-// runs on the few survivors with the oracle's exact arithmetic, so kept sets are identical.
+// row: the k-th largest value is found among candidates at or above the k-th largest of its
+// groups' maxima (or a sampled threshold when k is large for the row), and top-p then runs on the
+// few survivors with the oracle's exact arithmetic, so kept sets are identical.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -21,9 +22,15 @@ static_assert(cpu::kCompressSlack <= kSortSlack, "SortScratch must fit whole-vec
 
 using namespace cpu_selection;
 
-// The k-th largest of a float32 row (cpu_selection::kth_largest over the row itself).
+// The k-th largest of a float32 row: by its groups' maxima when k is small for the row, else
+// cpu_selection::kth_largest over the row itself (also for a row holding +inf, which the maxima
+// pass declines).
 float kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
                          size_t* candidates) {
+  if (const size_t group = top_k_group_size(static_cast<size_t>(n), k))
+    if (const std::optional<float> kth = kth_largest_by_groups(
+            x, DType::f32, static_cast<size_t>(n), 1.0f, k, group, scratch, candidates, {}))
+      return *kth;
   return *kth_largest(
       n, k, scratch, candidates, [x](int64_t i) { return x[i]; },
       [&](float threshold) {

@@ -540,10 +540,8 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   return last_kept;
 }
 
-// Top-k's groups: at most kMaxGroups of a power-of-two size from 64 entries up (they divide
-// row_chunks' blocks for rows up to 2^20), at least 4k of them; 0: too few groups for k, or too
-// long a row (the samples decide).
-constexpr size_t kMaxGroups = 1024;
+}  // namespace
+
 size_t top_k_group_size(size_t n, int64_t k) {
   if (n > (size_t{1} << 20)) return 0;
   size_t group = 64;
@@ -551,12 +549,8 @@ size_t top_k_group_size(size_t n, int64_t k) {
   return (n + group - 1) / group >= 4 * static_cast<size_t>(k) ? group : 0;
 }
 
-// Top-k's k-th largest quotient of src / t by group maxima: each group's max is an entry, so the
-// k-th largest max m has k entries at or above it. The entries >= m lie in the groups whose max
-// reaches m (about k of them: a few percent of the row) and hold the k largest: the k-th is
-// selected among them. One max pass, a selection over the maxima and a short listing, where
-// sampling a threshold lists hundreds and compresses the whole row. nullopt on a NaN / +inf (or
-// a quotient that overflows); *candidates: how many are listed.
+// One max pass, a selection among at most kMaxGroups maxima and a listing of a few percent of
+// the row, where a sampled threshold listed hundreds of entries from a compress of all of it.
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, size_t group, SortScratch scratch,
                                            size_t* candidates, const ParallelFor& parallel) {
@@ -577,6 +571,8 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
   *candidates = listed;
   return kth_listed(scratch, listed, static_cast<size_t>(k));
 }
+
+namespace {
 
 // Top-k, then top-p on the survivors.
 TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,

@@ -562,7 +562,8 @@ TEST(CpuBackendProperty, DrawFromInputTopPAtTheEndOfTheCdfIsTheLastKeptToken) {
 }
 
 // Top-k with k at most a quarter of the row's groups takes the k-th largest group max as its
-// threshold. Rows that stress it, each drawn at 16 values of u against the oracle's steps:
+// threshold, drawing from the caller's row and on a working row (top-k / top-p, top-N). Rows
+// that stress it, each also drawn at 16 values of u against the oracle's steps:
 // LLM-shaped; the largest entries packed into a few neighbouring groups (most groups' maxima then
 // lie far below the k-th entry); a value repeated across groups so the k-th falls inside the
 // ties (all kept, spec §9.2); and rows with fewer than k finite entries (the k-th is -inf).
@@ -611,9 +612,19 @@ TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
     params.top_k = k;
     params.apply_top_p = trial % 4 < 2;
     params.top_p = 0.8f;
-    std::vector<float> x(row.size());
-    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    std::vector<float> converted(row.size());
+    oracle().convert_row_divided(src, dtype, converted.data(), n, params.temperature);
+    std::vector<float> x = converted, fast = converted;
     oracle().apply_top_k_top_p(x.data(), n, k, params.apply_top_p, params.top_p, b.get(x.size()));
+    // The working-row kernels take the same groups: top-k / top-p and top-N on the converted row.
+    cpu().apply_top_k_top_p(fast.data(), n, k, params.apply_top_p, params.top_p, a.get(x.size()));
+    ASSERT_EQ(fast, x) << "trial " << trial << " shape " << shape << " n " << n << " k " << k;
+    std::vector<TokenId> ids_fast(k), ids_slow(k);
+    std::vector<float> values_fast(k), values_slow(k);
+    cpu().top_n(converted.data(), n, k, ids_fast.data(), values_fast.data(), a.get(x.size()));
+    oracle().top_n(converted.data(), n, k, ids_slow.data(), values_slow.data(), b.get(x.size()));
+    EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " shape " << shape;
+    EXPECT_EQ(values_fast, values_slow) << "trial " << trial << " shape " << shape;
     for (int draw = 0; draw < 16; ++draw) {
       const double u = (draw + std::uniform_real_distribution<double>(0.0, 1.0)(rng)) / 16;
       const TokenId fast =
