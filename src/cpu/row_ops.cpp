@@ -1,6 +1,7 @@
 // lastmile — row passes for the CPU backend (Highway; STYLE §5). Each is one streaming pass over
 // a row; summation order is fixed per target (lane-wise partial sums, then lanes in order).
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -271,6 +272,20 @@ int64_t load_row(const void* HWY_RESTRICT src, DType dtype, float* HWY_RESTRICT 
   return with_source(src, dtype, [&](auto source) { return convert(source, dst, n, t); });
 }
 
+#if HWY_TARGET == HWY_AVX2
+// For each byte of a seen bitmap, the masks of its 8 lanes (all ones where the bit is set): one
+// load, where LoadMaskBits takes the byte through a general register, then broadcasts, ANDs and
+// compares it.
+constexpr std::array<std::array<int32_t, 8>, 256> seen_lane_masks() {
+  std::array<std::array<int32_t, 8>, 256> table{};
+  for (uint32_t bits = 0; bits < 256; ++bits)
+    for (uint32_t lane = 0; lane < 8; ++lane) table[bits][lane] = (bits >> lane) & 1 ? -1 : 0;
+  return table;
+}
+alignas(32) inline constexpr std::array<std::array<int32_t, 8>, 256> kSeenLaneMasks =
+    seen_lane_masks();
+#endif
+
 // Spec §7.2's repetition factor where bit i of `seen` is set (bit i % 64 of word i / 64): positive
 // logits times the float32 reciprocal 1 / r (as torch), the others times r. One definition for the
 // dense pass and the conversion that folds it in, so the two agree to the bit.
@@ -291,7 +306,13 @@ struct Repetition {
   template <class D>
   hn::Vec<D> Where(D d, size_t j, hn::Vec<D> v) const {
     const auto factor = hn::IfThenElse(hn::Gt(v, hn::Zero(d)), hn::Set(d, inverse), hn::Set(d, r));
-    const auto mask = hn::LoadMaskBits(d, reinterpret_cast<const uint8_t*>(seen) + j / 8);
+    const uint8_t* bits = reinterpret_cast<const uint8_t*>(seen) + j / 8;
+#if HWY_TARGET == HWY_AVX2
+    const auto mask = hn::MaskFromVec(
+        hn::BitCast(d, hn::Load(hn::RebindToSigned<D>(), kSeenLaneMasks[*bits].data())));
+#else
+    const auto mask = hn::LoadMaskBits(d, bits);
+#endif
     return hn::IfThenElse(mask, hn::Mul(v, factor), v);
   }
 };
