@@ -8,7 +8,8 @@
 //   matters to entries within rounding of the cut (then the statistics and the oracle's test as
 //   a logit threshold);
 // - top-k (and top-p): candidates at or above the k-th largest group max (a sampled threshold
-//   when k is large for the row), the k-th among them, top-p's cut on the list, the draw on it.
+//   when k is large for the row, or the row is over 2^20), the k-th among them, top-p's cut on
+//   the list, the draw on it.
 // - top-p alone: the probabilities from the band's low end up, listed on a second read.
 // min_p with top-k or top-p needs the whole processed row: the steps.
 #include "cpu/input_draw.hpp"
@@ -543,10 +544,10 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
 }  // namespace
 
 size_t top_k_group_size(size_t n, int64_t k) {
-  if (n > (size_t{1} << 20)) return 0;
+  if (n > (size_t{1} << 20) || k < 1) return 0;
   size_t group = 64;
   while (n > group * kMaxGroups) group *= 2;
-  return (n + group - 1) / group >= 4 * static_cast<size_t>(k) ? group : 0;
+  return (n + group - 1) / group / 4 >= static_cast<uint64_t>(k) ? group : 0;
 }
 
 // One max pass, a selection among at most kMaxGroups maxima and a listing of a few percent of

@@ -547,8 +547,9 @@ HWY_INLINE hn::Vec<D> QuadsMax(D d, Source src, size_t i, bool exact_check, BadL
 }
 
 // Each block's max of a caller's row (blocks of `block` entries, the last may be shorter) into
-// block_max; false if the row holds NaN or +inf (then the maxima mean nothing). Short blocks of
-// 2, 4 or 8 quads (top-k's groups of 64 entries and up) take an unrolled loop with no tail.
+// block_max; false if the row holds NaN or +inf (then the maxima mean nothing). Blocks of exactly
+// 2, 4 or 8 quads (on AVX2, top-k's groups of 64, 128 and 256 entries) take an unrolled loop with
+// no tail; the rest loop over quads.
 template <class Source>
 bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max,
                     bool exact_check = false) {

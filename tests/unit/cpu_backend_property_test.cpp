@@ -571,10 +571,11 @@ TEST(CpuBackendProperty, DrawFromInputTopPAtTheEndOfTheCdfIsTheLastKeptToken) {
 TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
   std::mt19937_64 rng(21);
   Scratch a, b;
-  const int64_t sizes[] = {12800, 40001, 65573, 300001, int64_t{1} << 20};
-  const int64_t groups[] = {200, 626, 513, 586, 1024};  // at 64, 64, 128, 512 and 1024 entries
-  for (int trial = 0; trial < 60; ++trial) {
-    const size_t which = trial < 56 ? trial % 4 : 4;  // a few 2^20-entry rows: the oracle sorts
+  const int64_t sizes[] = {12800, 40001, 65573, 200003, 300001, int64_t{1} << 20};
+  // Groups of 64, 64, 128, 256, 512 and 1024 entries.
+  const int64_t groups[] = {200, 626, 513, 782, 586, 1024};
+  for (int trial = 0; trial < 65; ++trial) {
+    const size_t which = trial < 60 ? trial % 5 : 5;  // a few 2^20-entry rows: the oracle sorts
     const int64_t n = sizes[which];
     const int shape = trial % 5;
     const int64_t k = shape == 4 ? groups[which] / 4 : 1 + static_cast<int64_t>(rng() % 50);
@@ -637,6 +638,28 @@ TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
   }
 }
 
+// A working row holding +inf (the steps report it, but the kernels stay defined): the group
+// maxima decline it and the sampled threshold decides, as the oracle.
+TEST(CpuBackendProperty, WorkingRowTopKWithPlusInfEqualsTheOracle) {
+  std::mt19937_64 rng(22);
+  std::normal_distribution<float> body(0.0f, 2.0f);
+  Scratch a, b;
+  std::vector<float> x(40000);
+  for (float& v : x) v = body(rng);
+  for (const size_t at : {7, 20000, 39999}) x[at] = kInf;
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> fast = x, slow = x;
+  cpu().apply_top_k_top_p(fast.data(), n, 5, false, 1.0f, a.get(x.size()));
+  oracle().apply_top_k_top_p(slow.data(), n, 5, false, 1.0f, b.get(x.size()));
+  EXPECT_EQ(fast, slow);
+  std::vector<TokenId> ids_fast(5), ids_slow(5);
+  std::vector<float> values_fast(5), values_slow(5);
+  cpu().top_n(x.data(), n, 5, ids_fast.data(), values_fast.data(), a.get(x.size()));
+  oracle().top_n(x.data(), n, 5, ids_slow.data(), values_slow.data(), b.get(x.size()));
+  EXPECT_EQ(ids_fast, ids_slow);
+  EXPECT_EQ(values_fast, values_slow);
+}
+
 // Finite entries whose sums overflow (the maxima pass checks the sum of four vectors: a run of 64
 // such entries fills every lane of several) are not +inf: the row is checked again entry by
 // entry and drawn, on the paths that read maxima first (top-k's groups, min_p's blocks).
@@ -645,11 +668,13 @@ TEST(CpuBackendProperty, DrawFromInputTakesHugeFiniteEntries) {
   for (const int64_t n : {40000, 300001}) {
     std::vector<float> x(static_cast<size_t>(n), -20.0f);
     for (size_t i = 0; i < 64; ++i) x[1000 + i] = 3e38f - static_cast<float>(i) * 1e36f;
-    for (int shape = 0; shape < 2; ++shape) {
+    for (int shape = 0; shape < 4; ++shape) {
       lastmile::detail::DrawParams params;
-      params.top_k = shape == 0 ? 5 : n;
-      params.min_p = shape == 1 ? 0.5f : 0.0f;
-      std::vector<float> y = x;
+      params.top_k = shape % 2 == 0 ? 5 : n;
+      params.min_p = shape % 2 == 1 ? 0.5f : 0.0f;
+      params.temperature = shape < 2 ? 1.0f : 2.0f;  // the quotients stay finite
+      std::vector<float> y(x.size());
+      oracle().convert_row_divided(x.data(), lastmile::DType::f32, y.data(), n, params.temperature);
       if (params.min_p > 0.0f) oracle().apply_min_p(y.data(), n, params.min_p);
       oracle().apply_top_k_top_p(y.data(), n, params.top_k, false, 1.0f, b.get(x.size()));
       for (const double u : {0.1, 0.5, 0.9}) {
@@ -663,28 +688,35 @@ TEST(CpuBackendProperty, DrawFromInputTakesHugeFiniteEntries) {
 }
 
 // NaN or +inf in the caller's row, or made by the division, sends the row to the steps (which
-// name the cause), on every path.
+// name the cause), on every path and dtype; 40001 entries end in a short group of one.
 TEST(CpuBackendProperty, DrawFromInputDeclinesBadRows) {
   Scratch a;
-  for (const int64_t n : {7, 1000, 40000}) {
+  for (const int64_t n : {7, 1000, 40000, 40001}) {
+    const bool long_row = n >= 40000;
     // Offsets that put the bad entry in each vector of the maxima pass's groups of four (8 or 4
-    // lanes: the pass checks each four vectors' sum).
-    for (const size_t offset : {0, 9, 13, 22, 31}) {
+    // lanes: the pass checks each four vectors' sum), and the last entry.
+    for (const size_t offset :
+         {size_t{0}, size_t{9}, size_t{13}, size_t{22}, size_t{31}, SIZE_MAX}) {
       for (const float bad : {std::nanf(""), kInf, 3e38f}) {
         // Flat, then peaked far from the bad entry: min_p's blocks' maxima would read only the
         // peak's block, had their pass not checked the row.
-        std::vector<float> x(static_cast<size_t>(n), n == 40000 ? -20.0f : 0.5f);
+        std::vector<float> x(static_cast<size_t>(n), long_row ? -20.0f : 0.5f);
         x[0] = 0.5f;
         x[std::min(static_cast<size_t>(n / 2) + offset, static_cast<size_t>(n) - 1)] = bad;
         for (int shape = 0; shape < 3; ++shape) {
-          lastmile::detail::DrawParams params;
-          params.temperature = 0.5f;  // 3e38 / 0.5 overflows
-          params.top_k = shape == 2 ? 5 : n;
-          params.min_p = shape == 1 ? 0.1f : 0.0f;
-          EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, 0.5,
-                                          a.get(x.size()), kBackwards),
-                    lastmile::detail::kNoInputDraw)
-              << "n " << n << " bad " << bad << " shape " << shape << " offset " << offset;
+          for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16}) {
+            std::vector<uint16_t> halves;  // bf16 of 3e38 is about 3e38: the division overflows
+            const void* src = caller_row(x, dtype, halves, 1.0f);
+            lastmile::detail::DrawParams params;
+            params.temperature = 0.5f;  // 3e38 / 0.5 overflows
+            params.top_k = shape == 2 ? 5 : n;
+            params.min_p = shape == 1 ? 0.1f : 0.0f;
+            EXPECT_EQ(
+                cpu().draw_from_input(src, dtype, n, params, 0.5, a.get(x.size()), kBackwards),
+                lastmile::detail::kNoInputDraw)
+                << "n " << n << " bad " << bad << " shape " << shape << " offset " << offset
+                << " dtype " << static_cast<int>(dtype);
+          }
         }
       }
     }
