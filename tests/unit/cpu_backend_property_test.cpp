@@ -575,7 +575,8 @@ TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
   // Groups of 64, 64, 128, 256, 512 and 1024 entries.
   const int64_t groups[] = {200, 626, 513, 782, 586, 1024};
   for (int trial = 0; trial < 65; ++trial) {
-    const size_t which = trial < 60 ? trial % 5 : 5;  // a few 2^20-entry rows: the oracle sorts
+    // Every shape at every size but the largest (a few rows of 2^20 entries: the oracle sorts).
+    const size_t which = trial < 60 ? static_cast<size_t>(trial / 5) % 5 : 5;
     const int64_t n = sizes[which];
     const int shape = trial % 5;
     const int64_t k = shape == 4 ? groups[which] / 4 : 1 + static_cast<int64_t>(rng() % 50);
