@@ -92,10 +92,9 @@ inline constexpr size_t kMaxGroups = 1024;
 size_t top_k_group_size(size_t n, int64_t k);
 // The k-th largest quotient of src / t by group maxima (top_k_group_size's groups): each group's
 // max is an entry, so the k-th largest max m has k entries at or above it; those lie in the
-// groups whose max reaches m (about k of them, unless ties or -inf groups make it more: then up to
-// the whole row) and hold the k largest, listed in scratch (id
-// order, *candidates of them) for the selection. nullopt on a NaN / +inf (or a quotient that
-// overflows).
+// groups whose max reaches m (about k of them; ties or -inf groups can make it up to the whole
+// row) and hold the k largest, listed in scratch (id order, *candidates of them) for the
+// selection. nullopt on a NaN / +inf (or a quotient that overflows).
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, size_t group, SortScratch scratch,
                                            size_t* candidates, const ParallelFor& parallel);

@@ -48,11 +48,10 @@ inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
 
 // The k-th largest of n values (duplicates counted), 1 <= k <= n, without sorting them: the j-th
 // largest of 64 to 512 evenly spaced samples (all n if fewer; sample(i) for i < n) gives a
-// threshold expected to
-// keep about 2k entries (plus a margin); compress(threshold) lists every entry >= it in scratch.ids
-// / values (id order) and returns how many, or kNotListed to give up (nullopt). The k-th is
-// selected among them; the threshold drops until at least k pass (-inf keeps all). *candidates: how
-// many are listed. Selection, not sorting, on the samples too.
+// threshold expected to keep about 2k entries (plus a margin); compress(threshold) lists every
+// entry >= it in scratch.ids / values (id order) and returns how many, or kNotListed to give up
+// (nullopt). The k-th is selected among them; the threshold drops until at least k pass (-inf
+// keeps all). *candidates: how many are listed. Selection, not sorting, on the samples too.
 template <class Sample, class Compress>
 std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size_t* candidates,
                                  Sample sample, Compress compress) {
