@@ -563,7 +563,7 @@ TEST(CpuBackendProperty, DrawFromInputTopPAtTheEndOfTheCdfIsTheLastKeptToken) {
 
 // Top-k with k at most a quarter of the row's groups takes the k-th largest group max as its
 // threshold, drawing from the caller's row and on a working row (top-k / top-p, top-N). Rows
-// that stress it, each also drawn at 16 values of u against the oracle's steps:
+// that stress it, each also drawn at 8 values of u against the oracle's steps:
 // LLM-shaped; the largest entries packed into a few neighbouring groups (most groups' maxima then
 // lie far below the k-th entry); a value repeated across groups so the k-th falls inside the
 // ties (all kept, spec §9.2); and rows with fewer than k finite entries (the k-th is -inf).
@@ -574,9 +574,9 @@ TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
   const int64_t sizes[] = {12800, 40001, 65573, 200003, 300001, int64_t{1} << 20};
   // Groups of 64, 64, 128, 256, 512 and 1024 entries.
   const int64_t groups[] = {200, 626, 513, 782, 586, 1024};
-  for (int trial = 0; trial < 65; ++trial) {
+  for (int trial = 0; trial < 53; ++trial) {
     // Every shape at every size but the largest (a few rows of 2^20 entries: the oracle sorts).
-    const size_t which = trial < 60 ? static_cast<size_t>(trial / 5) % 5 : 5;
+    const size_t which = trial < 50 ? static_cast<size_t>(trial / 5) % 5 : 5;
     const int64_t n = sizes[which];
     const int shape = trial % 5;
     const int64_t k = shape == 4 ? groups[which] / 4 : 1 + static_cast<int64_t>(rng() % 50);
@@ -627,8 +627,8 @@ TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
     oracle().top_n(converted.data(), n, k, ids_slow.data(), values_slow.data(), b.get(x.size()));
     EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " shape " << shape;
     EXPECT_EQ(values_fast, values_slow) << "trial " << trial << " shape " << shape;
-    for (int draw = 0; draw < 16; ++draw) {
-      const double u = (draw + std::uniform_real_distribution<double>(0.0, 1.0)(rng)) / 16;
+    for (int draw = 0; draw < 8; ++draw) {
+      const double u = (draw + std::uniform_real_distribution<double>(0.0, 1.0)(rng)) / 8;
       const TokenId fast =
           cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
       ASSERT_EQ(fast, oracle().draw(x.data(), n, u, b.get(x.size())))
