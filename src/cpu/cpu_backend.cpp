@@ -27,10 +27,9 @@ using namespace cpu_selection;
 // pass declines).
 float kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
                          size_t* candidates) {
-  if (const size_t group = top_k_group_size(static_cast<size_t>(n), k))
-    if (const std::optional<float> kth = kth_largest_by_groups(
-            x, DType::f32, static_cast<size_t>(n), 1.0f, k, group, scratch, candidates, {}))
-      return *kth;
+  if (const std::optional<float> kth = kth_largest_by_groups(x, DType::f32, static_cast<size_t>(n),
+                                                             1.0f, k, scratch, candidates, {}))
+    return *kth;
   return *kth_largest(
       n, k, scratch, candidates, [x](int64_t i) { return x[i]; },
       [&](float threshold) {

@@ -543,6 +543,12 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
 
 }  // namespace
 
+namespace {
+
+// Top-k's groups for a row of n: at most kMaxGroups of a power-of-two size from 64 entries up
+// (they divide row_chunks' blocks for rows up to 2^20), at least 4k of them; 0: too few groups
+// for k, or too long a row.
+constexpr size_t kMaxGroups = 1024;
 size_t top_k_group_size(size_t n, int64_t k) {
   if (n > (size_t{1} << 20) || k < 1) return 0;
   size_t group = 64;
@@ -550,11 +556,15 @@ size_t top_k_group_size(size_t n, int64_t k) {
   return (n + group - 1) / group / 4 >= static_cast<uint64_t>(k) ? group : 0;
 }
 
+}  // namespace
+
 // One max pass, a selection among at most kMaxGroups maxima and a listing of a few percent of
 // the row, where a sampled threshold listed hundreds of entries from a compress of all of it.
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
-                                           int64_t k, size_t group, SortScratch scratch,
-                                           size_t* candidates, const ParallelFor& parallel) {
+                                           int64_t k, SortScratch scratch, size_t* candidates,
+                                           const ParallelFor& parallel) {
+  const size_t group = top_k_group_size(n, k);
+  if (group == 0) return std::nullopt;
   float maxima[kMaxGroups];
   if (!quotient_block_maxima(src, dtype, n, t, group, maxima, parallel)) return std::nullopt;
   const auto groups = static_cast<int64_t>((n + group - 1) / group);
@@ -594,11 +604,10 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
                                       parallel);
   };
   size_t candidates = 0;
-  const size_t group = top_k_group_size(static_cast<size_t>(n), params.top_k);
-  const std::optional<float> kth =
-      group != 0 ? kth_largest_by_groups(src, dtype, static_cast<size_t>(n), t, params.top_k, group,
-                                         scratch, &candidates, parallel)
-                 : kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
+  // A row the groups decline (NaN / +inf) the sampled threshold's listing declines too.
+  std::optional<float> kth = kth_largest_by_groups(src, dtype, static_cast<size_t>(n), t,
+                                                   params.top_k, scratch, &candidates, parallel);
+  if (!kth) kth = kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
   if (!kth) return kNoInputDraw;
   size_t kept = keep_at_least(scratch, candidates, *kth);
   if (params.apply_top_p) {

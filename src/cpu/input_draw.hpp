@@ -85,19 +85,16 @@ bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, dou
 // The block maxima alone, of a NaN-free row.
 void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima);
 
-// Top-k's groups for a row of n: at most kMaxGroups of a power-of-two size from 64 entries up
-// (they divide row_chunks' blocks for rows up to 2^20), at least 4k of them; 0: too few groups
-// for k, or too long a row (a sampled threshold decides).
-inline constexpr size_t kMaxGroups = 1024;
-size_t top_k_group_size(size_t n, int64_t k);
-// The k-th largest quotient of src / t by group maxima (top_k_group_size's groups): each group's
-// max is an entry, so the k-th largest max m has k entries at or above it; those lie in the
-// groups whose max reaches m (about k of them; ties or -inf groups can make it up to the whole
-// row) and hold the k largest, listed in scratch (id order, *candidates of them) for the
-// selection. nullopt on a NaN / +inf (or a quotient that overflows).
+// The k-th largest quotient of src / t by group maxima (groups of 64 to 1024 entries, at least
+// 4k of them): each group's max is an entry, so the k-th largest max m has k entries at or above
+// it; those lie in the groups whose max reaches m (about k of them; ties or -inf groups can make
+// it up to the whole row) and hold the k largest, listed in scratch (id order, *candidates of
+// them) for the selection. nullopt when k is large for the row's groups, the row is over 2^20,
+// or it holds NaN / +inf (or a quotient that overflows): then kth_largest's sampled threshold
+// decides (and declines a bad row).
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
-                                           int64_t k, size_t group, SortScratch scratch,
-                                           size_t* candidates, const ParallelFor& parallel);
+                                           int64_t k, SortScratch scratch, size_t* candidates,
+                                           const ParallelFor& parallel);
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
                              double u, SortScratch scratch, const ParallelFor& parallel);
