@@ -15,10 +15,12 @@
 #include "cpu/input_draw.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "cpu/input_logprobs.hpp"
 #include "cpu/kernels.hpp"
@@ -147,8 +149,11 @@ struct RowSoftmax {
   float block_max[kMaxBlocks];
 };
 
+// With `band`, its bits are marked too and its below sums rescaled to the row's max, as the sums
+// are.
 bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
-                 RowSoftmax* row, const ParallelFor& parallel, cpu::ConvertedRow out = {}) {
+                 RowSoftmax* row, const ParallelFor& parallel, cpu::ConvertedRow out = {},
+                 cpu::ValueBand* band = nullptr) {
   constexpr size_t kBufferBlock = 2048;  // block_size for vocabularies up to 2^20
   row->block = block_size(static_cast<int64_t>(n));
   row->blocks = (n + row->block - 1) / row->block;
@@ -156,6 +161,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   const RowChunks chunks = row_chunks(n, row->block);
   float* const block_max = row->block_max;
   cpu::NearMax nears[kRowChunks];
+  cpu::ValueBand bands[kRowChunks];
   bool ok[kRowChunks];
   auto chunk_stats = [&](int64_t c) {
     const auto chunk = static_cast<size_t>(c);
@@ -164,13 +170,16 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
     if (near->ids != nullptr)  // each chunk lists into its own region, with its own max so far
       nears[chunk] = {near->below_max, near->ids + chunks.region(chunk),
                       near->values + chunks.region(chunk), 0};
+    if (band != nullptr)
+      bands[chunk] = {band->from, band->to, band->bits + chunks.begin(chunk) / 8,
+                      band->below_sums + first_block};
     cpu::ConvertedRow chunk_out = out;  // chunks begin on whole blocks: whole bitmap words
     if (out.dst != nullptr) chunk_out.dst += chunks.begin(chunk);
     if (out.seen != nullptr) chunk_out.seen += chunks.begin(chunk) / 64;
-    ok[chunk] = cpu::block_softmax_stats(entry_at(src, dtype, chunks.begin(chunk)), dtype,
-                                         chunks.end(chunk) - chunks.begin(chunk), t, row->block,
-                                         buffer, block_max + first_block, row->sums + first_block,
-                                         &nears[chunk], chunk_out);
+    ok[chunk] = cpu::block_softmax_stats(
+        entry_at(src, dtype, chunks.begin(chunk)), dtype, chunks.end(chunk) - chunks.begin(chunk),
+        t, row->block, buffer, block_max + first_block, row->sums + first_block, &nears[chunk],
+        chunk_out, band != nullptr ? &bands[chunk] : nullptr);
   };
   parallel(static_cast<int64_t>(chunks.count), chunk_stats);
   if (!std::all_of(ok, ok + chunks.count, [](bool b) { return b; })) return false;
@@ -182,8 +191,11 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   row->max = *std::max_element(block_max, block_max + row->blocks);
   row->total = 0;
   if (row->max == kNegInf) return true;
-  for (size_t b = 0; b < row->blocks; ++b)  // from each block's own max to the row's
-    row->total += row->sums[b] *= std::exp(static_cast<double>(block_max[b]) - row->max);
+  for (size_t b = 0; b < row->blocks; ++b) {  // from each block's own max to the row's
+    const double rescale = std::exp(static_cast<double>(block_max[b]) - row->max);
+    row->total += row->sums[b] *= rescale;
+    if (band != nullptr) band->below_sums[b] *= rescale;
+  }
   return true;
 }
 
@@ -322,6 +334,56 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   return walk_from(src, dtype, size, t, row.max, start, cumulative, target);
 }
 
+// The draw over the blocks' kept weights kept[b]: the block holding u * their total, then its
+// entries in id order with the statistics' vector exp weights w = exp(x - max), over those
+// kept_at(x, w, i) accepts that are not masked in the band (ids[0, band) in id order, masked ones
+// with q < 0 in qs). The blocks' kept sums are estimates: the walk goes on into later blocks if
+// need be, and if rounding left the target past the last kept token, the oracle's walk ends on it.
+template <class KeptAt>
+TokenId draw_from_kept_blocks(const void* src, DType dtype, size_t n, float t,
+                              const RowSoftmax& row, const double* kept, const int32_t* ids,
+                              const float* qs, size_t band, double u, KeptAt kept_at) {
+  constexpr size_t kBufferBlock = 2048;  // row_softmax's blocks are no larger
+  float values[kBufferBlock], weights[kBufferBlock];
+  double total = 0;
+  for (size_t b = 0; b < row.blocks; ++b) total += kept[b];
+  const double target = u * total;
+  double cumulative = 0;
+  size_t start = 0, b = 0;
+  for (; start + row.block < n && cumulative + kept[b] <= target; ++b, start += row.block)
+    cumulative += kept[b];
+  // Block `from`'s quotients into `values`, their weights into `weights`.
+  auto weigh = [&](size_t from) {
+    const size_t count = std::min(row.block, n - from);
+    load_scaled(src, dtype, from, count, t, values);  // checked by the statistics pass
+    double unused;
+    cpu::exp_with_block_sums(values, weights, count, row.max, count, &unused);
+  };
+  auto masked_in_band = [&](int32_t id) {
+    const int32_t* at = std::lower_bound(ids, ids + band, id);
+    return at != ids + band && *at == id && qs[at - ids] < 0.0f;
+  };
+  size_t next = std::lower_bound(ids, ids + band, static_cast<int32_t>(start)) - ids;
+  for (size_t from = start; from < n; from += row.block) {
+    weigh(from);
+    for (size_t i = 0; i < std::min(row.block, n - from); ++i) {
+      const auto id = static_cast<int32_t>(from + i);
+      const bool listed = next < band && ids[next] == id;  // the band is in id order
+      next += listed;
+      if (!kept_at(values, weights, i) || (listed && qs[next - 1] < 0.0f)) continue;
+      cumulative += weights[i];
+      if (cumulative > target) return id;
+    }
+  }
+  for (size_t from = (n - 1) / row.block * row.block;; from -= row.block) {
+    weigh(from);
+    for (size_t i = std::min(row.block, n - from); i-- > 0;)
+      if (kept_at(values, weights, i) && !masked_in_band(static_cast<int32_t>(from + i)))
+        return static_cast<TokenId>(from + i);
+    if (from == 0) return 0;  // nothing kept: the oracle's all -inf row
+  }
+}
+
 // Top-p alone when the band is not a short list to the top (a flat row: most tokens kept). A second
 // read by blocks gives each token's weight w = exp(x - max) with the statistics' vector exp and
 // q = w * inv_sum, as the steps' probability_band does: the mass below the band, the band's ids,
@@ -375,47 +437,133 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
         kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
         qs[i] = -1.0f;  // masked
       });
-  double total = 0;
-  for (size_t b = 0; b < row.blocks; ++b) total += kept[b];
-  const double target = u * total;
-  double cumulative = 0;
-  size_t start = 0, b = 0;
-  for (; start + row.block < n && cumulative + kept[b] <= target; ++b, start += row.block)
-    cumulative += kept[b];
-  // Block `from`'s weights into `weights`; kept_at(i): entry i of it is not below the band (the
-  // band's masked ones aside), by the pass's own test.
-  auto weigh = [&](size_t from) {
-    load_scaled(src, dtype, from, std::min(row.block, n - from), t, values);
+  auto kept_at = [&](const float*, const float* weights, size_t i) {
+    return weights[i] != 0.0f && weights[i] * inv_sum >= lo;
+  };
+  return draw_from_kept_blocks(src, dtype, n, t, row, kept, ids, qs, band, u, kept_at);
+}
+
+// Top-p's band on a flat row, guessed from samples before the statistics pass, so that the pass
+// lists it on the way: a flat row keeps most of itself, and finding the band after the pass took
+// a second Exp pass over the row (three passes in all on a fifth of N(0, 1) rows). A row looks
+// flat when no one of 128 spread samples holds over 1/8 of their mass (an LLM-shaped row's few
+// large entries, which samples miss, hold most of its mass: there the statistics find the band).
+// Then 1024 samples, sorted, estimate where the ascending cumulative mass crosses cut; the band
+// reaches kMargin samples either side (6% of an N(0, 1) row, holding the crossing on 99% of them;
+// 16 either side held it on 92%). nullopt: not flat, a crossing near the samples' ends (p near 0
+// or 1), a short row, or NaN / inf.
+struct ValueRange {
+  float from, to;
+};
+std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, float t,
+                                        float cut) {
+  constexpr size_t kSamples = 1024, kFirstLook = 128, kMargin = 32;
+  constexpr double kFlatMass = 8.0;  // the samples' mass, in units of the largest one's
+  if (n < 8 * kSamples) return std::nullopt;
+  const size_t stride = n / kSamples;
+  float samples[kSamples], weights[kSamples];
+  auto mass_of = [&](size_t count) {  // of samples[0, count), in units of the largest
+    const float max = *std::max_element(samples, samples + count);
+    if (!std::isfinite(max)) return 0.0;  // -inf throughout, or a NaN / inf among them
     double unused;
-    cpu::exp_with_block_sums(values, weights, std::min(row.block, n - from), row.max,
-                             std::min(row.block, n - from), &unused);
+    return cpu::exp_with_block_sums(samples, weights, count, max, count, &unused);
   };
-  auto masked_in_band = [&](int32_t id) {
-    const int32_t* at = std::lower_bound(ids, ids + band, id);
-    return at != ids + band && *at == id && qs[at - ids] < 0.0f;
-  };
-  auto kept_at = [&](size_t i) { return weights[i] != 0.0f && weights[i] * inv_sum >= lo; };
-  size_t next = std::lower_bound(ids, ids + band, static_cast<int32_t>(start)) - ids;
-  for (size_t from = start; from < n; from += row.block) {
-    weigh(from);
-    for (size_t i = 0; i < std::min(row.block, n - from); ++i) {
-      const auto id = static_cast<int32_t>(from + i);
-      const bool listed = next < band && ids[next] == id;  // the band is in id order
-      next += listed;
-      if (!kept_at(i) || (listed && qs[next - 1] < 0.0f)) continue;
-      cumulative += weights[i];
-      if (cumulative > target) return id;
+  for (size_t j = 0; j < kFirstLook; ++j)
+    samples[j] = scaled_entry(src, dtype, j * (kSamples / kFirstLook) * stride, t);
+  if (mass_of(kFirstLook) < kFlatMass) return std::nullopt;
+  for (size_t j = 0; j < kSamples; ++j) samples[j] = scaled_entry(src, dtype, j * stride, t);
+  if (std::any_of(samples, samples + kSamples, [](float v) { return std::isnan(v); }))
+    return std::nullopt;
+  sort_samples(samples, kSamples, 16);     // up to bf16 rounding: enough to place a band
+  const double total = mass_of(kSamples);  // weights now in (about) ascending order
+  if (total < kFlatMass) return std::nullopt;
+  double cumulative = 0;
+  size_t crossing = 0;
+  for (; crossing < kSamples; ++crossing) {
+    cumulative += weights[crossing];
+    if (cumulative > cut * total) break;
+  }
+  if (crossing < kMargin || crossing + kMargin >= kSamples) return std::nullopt;
+  const ValueRange range{samples[crossing - kMargin], samples[crossing + kMargin]};
+  if (!(range.from < range.to)) return std::nullopt;  // the order is bf16's
+  return range;
+}
+
+// Top-p alone over a flat row whose statistics pass marked the entries in range (a bitmap over
+// scratch.keys) and took each block's mass below it (below_sums, rescaled): decides as
+// draw_top_p_dense does when the crossing lies in the band (every entry below it masked, so their
+// mass is `below`, and every entry above it kept); nullopt when it does not.
+std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n, float t,
+                                         const RowSoftmax& row, ValueRange range,
+                                         const double* below_sums, float cut, double u,
+                                         SortScratch scratch) {
+  const auto inv_sum = static_cast<float>(1.0 / row.total);
+  int32_t* const ids = scratch.ids.data();
+  float* const qs = scratch.values.data();  // the band's quotients, then their q
+  TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
+  static_assert(std::endian::native == std::endian::little, "the bitmap's bytes make words");
+  const auto* bitmap = reinterpret_cast<const uint8_t*>(scratch.keys.data());
+  size_t listed = 0;
+  auto list = [&](auto entry) {  // entry(id): the quotient, for one dtype (no switch per entry)
+    for (size_t word = 0; word * 64 < n; ++word) {
+      uint64_t bits = 0;  // the bytes past the row's end are not the bitmap's: left 0
+      if ((word + 1) * 64 <= n)
+        std::memcpy(&bits, bitmap + word * 8, 8);
+      else
+        std::memcpy(&bits, bitmap + word * 8, (n - word * 64 + 7) / 8);
+      for (; bits != 0; bits &= bits - 1) {
+        const size_t id = word * 64 + static_cast<size_t>(std::countr_zero(bits));
+        ids[listed] = static_cast<int32_t>(id);
+        qs[listed++] = entry(id);
+      }
     }
+  };
+  auto divided = [t](float v) { return t == 1.0f ? v : v / t; };
+  switch (dtype) {
+    case DType::f32:
+      list([&, x = static_cast<const float*>(src)](size_t i) { return divided(x[i]); });
+      break;
+    case DType::bf16:
+      list([&, x = static_cast<const uint16_t*>(src)](size_t i) {
+        return divided(bf16_to_f32(x[i]));
+      });
+      break;
+    case DType::f16:
+      list([&, x = static_cast<const uint16_t*>(src)](size_t i) {
+        return divided(f16_to_f32(x[i]));
+      });
+      break;
   }
-  // Rounding left the target past the last kept token (the blocks' kept sums are estimates, and
-  // masked blocks may keep a residue): the oracle's walk then ends on the last kept token.
-  for (size_t from = (n - 1) / row.block * row.block;; from -= row.block) {
-    weigh(from);
-    for (size_t i = std::min(row.block, n - from); i-- > 0;)
-      if (kept_at(i) && !masked_in_band(static_cast<int32_t>(from + i)))
-        return static_cast<TokenId>(from + i);
-    if (from == 0) return 0;  // nothing kept: the oracle's all -inf row
+  if (range.to >= row.max) {  // the max may be in the band
+    for (size_t i = 0; i < listed && top < 0; ++i)
+      if (qs[i] == row.max) top = ids[i];
   }
+  if (listed == 0) return std::nullopt;
+  float lo = 0, hi = 0;
+  const double band_mass = cpu::probabilities(qs, listed, row.max, inv_sum, &lo, &hi);
+  double below = 0;
+  for (size_t b = 0; b < row.blocks; ++b) below += below_sums[b];
+  below *= inv_sum;
+  if (static_cast<float>(below) > cut) return std::nullopt;  // a token below the band stays
+  if (static_cast<float>(below + band_mass) <= cut) return std::nullopt;  // crosses above it
+  double kept[kMaxBlocks];
+  for (size_t b = 0; b < row.blocks; ++b) kept[b] = row.sums[b] - below_sums[b];
+  size_t block = 0;  // of the last masked entry: most are masked in id order
+  mask_band(
+      ids, listed, [qs](size_t i) { return qs[i]; },
+      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below, lo,
+      hi, cut, top, scratch,
+      [&](size_t i) {
+        const auto id = static_cast<size_t>(ids[i]);
+        if (id < block * row.block) block = id / row.block;
+        while (id >= (block + 1) * row.block) ++block;
+        kept[block] -= qs[i] / inv_sum;
+        qs[i] = -1.0f;  // masked
+      });
+  auto kept_at = [from = range.from](const float* values, const float* weights, size_t i) {
+    return weights[i] != 0.0f && values[i] >= from;
+  };
+  return draw_from_kept_blocks(src, dtype, n, t, row, kept, ids, qs, listed, u, kept_at);
 }
 
 // An upper bound on the lowest logit top-p keeps, from the block statistics alone: the blocks
@@ -450,12 +598,24 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   constexpr float kBelowCeiling = 2.0f;
   const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
+  const float cut = 1.0f - params.top_p;
   cpu::NearMax none;
   RowSoftmax row;
-  if (!row_softmax(src, dtype, size, t, &none, &row, parallel)) return kNoInputDraw;
+  const std::optional<ValueRange> flat = flat_row_band(src, dtype, size, t, cut);
+  double below_sums[kMaxBlocks];
+  cpu::ValueBand flat_band;
+  if (flat) {
+    flat_band = {flat->from, flat->to, reinterpret_cast<uint8_t*>(scratch.keys.data()), below_sums};
+  }
+  if (!row_softmax(src, dtype, size, t, &none, &row, parallel, {}, flat ? &flat_band : nullptr))
+    return kNoInputDraw;
   if (row.max == kNegInf) return 0;
+  if (flat) {
+    if (const auto token =
+            draw_top_p_banded(src, dtype, size, t, row, *flat, below_sums, cut, u, scratch))
+      return *token;
+  }
   const auto inv_sum = static_cast<float>(1.0 / row.total);
-  const float cut = 1.0f - params.top_p;
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();  // the listed quotients, then their q
   // The band of low end lo into ids / qs (id order, q in place of the quotient), the mass below

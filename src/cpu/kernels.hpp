@@ -36,6 +36,16 @@ struct NearMax {
   float* values = nullptr;
   size_t count = 0;  // listed so far
 };
+// A value band marked by block_softmax_stats on the way (bits null: none): bit i % 8 of bits[i / 8]
+// set where from <= x[i] <= to (room for n / 8 bytes, rounded up), and in below_sums[b] each
+// block's sum of exp(x - block_max[b]) over its entries x < from, summed as block_sums is (top-p on
+// a flat row, the band guessed from samples). A bitmap costs a few instructions a vector where
+// compressing (id, value) pairs of the 40% of vectors a flat row's band touches cost 22.
+struct ValueBand {
+  float from = 0, to = 0;
+  uint8_t* bits = nullptr;
+  double* below_sums = nullptr;
+};
 // Where block_softmax_stats also writes the float32 row it reads (dst null: nowhere), with
 // apply_repetition_dense's factor r where bit i of `seen` is set (null: nowhere).
 struct ConvertedRow {
@@ -46,13 +56,13 @@ struct ConvertedRow {
 // Softmax statistics of a caller's row divided by t, read in place, by blocks of `block`
 // entries: block_max[b] and the sum of exp(x - block_max[b]) in block_sums[b]. buffer: room for
 // one block and a vector (64 floats). Lists in *near a superset of the entries >= max +
-// near->below_max (id order). With out.dst (t = 1 only; not overlapping src, which an undivided
-// float32 row's Exp reads again after out.dst is written), writes the row there on the way (the
-// statistics stay those of the caller's row). False if the row (or a quotient, or a repeated
-// entry) holds NaN or +inf.
+// near->below_max (id order), and marks *band (band null or band->bits null: none). With out.dst (t
+// = 1 only; not overlapping src, which an undivided float32 row's Exp reads again after out.dst is
+// written), writes the row there on the way (the statistics stay those of the caller's row). False
+// if the row (or a quotient, or a repeated entry) holds NaN or +inf.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
-                         ConvertedRow out = {});
+                         ConvertedRow out = {}, ValueBand* band = nullptr);
 // compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
 // held NaN or +inf (then the list means nothing).
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
@@ -94,5 +104,8 @@ double unmasked_block_sums(const float* x, const float* w, size_t n, size_t bloc
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
                         double* mass_below);
 void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, float lo);
+// x[i] = q = exp(x[i] - max) * inv_sum in place (the weights exp_with_block_sums gives, times
+// inv_sum); returns the sum of the q, their smallest in *lo and largest in *hi. n > 0.
+double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi);
 
 }  // namespace lastmile::cpu

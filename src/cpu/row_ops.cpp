@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "cpu/kernels.hpp"
 #undef HWY_TARGET_INCLUDE
@@ -636,31 +637,56 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
 // of every lane count) with lane-wise float partial sums, each block's sum into block_sums[b] in
 // double, blocks added in order; with kStore also w = exp(x - max). Fixed blocking: the same bits
 // for any thread count, and a block summed alone gives the same sum.
-template <bool kStore>
+// With kBand (blocks of whole 64-entry words), also band.below_sums[b]: the block's sum over its
+// entries x < band.from, summed as the whole block's is (which keeps its bits), and bit i % 8 of
+// band.bits[i / 8] set where band.from <= x[i] <= band.to.
+template <bool kStore, bool kBand = false>
 double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
                            size_t block, double* HWY_RESTRICT block_sums, uintptr_t prefetch = 0,
-                           uintptr_t prefetch_end = 0) {
+                           uintptr_t prefetch_end = 0, ValueBand band = {}) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
+  const auto vfrom = hn::Set(d, band.from), vto = hn::Set(d, band.to);
   double total = 0;
+  uint8_t byte = 0;  // band bits of the entries since the last multiple of 8 (narrow vectors)
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
-    PartialSums<decltype(d)> sum(d);
+    PartialSums<decltype(d)> sum(d), under(d);
+    auto add = [&](size_t i, hn::Vec<decltype(d)> v, hn::Vec<decltype(d)> e,
+                   hn::Mask<decltype(d)> valid) {
+      sum.Add(e);
+      if constexpr (kBand) {
+        const auto below = hn::Lt(v, vfrom);
+        under.Add(hn::IfThenElseZero(below, e));
+        const auto in_band = hn::And(valid, hn::AndNot(below, hn::Le(v, vto)));
+        if constexpr (hn::MaxLanes(d) % 8 == 0) {  // whole bytes: a movemask and a store
+          hn::StoreMaskBits(d, in_band, band.bits + i / 8);
+        } else {
+          uint8_t bits = 0;
+          hn::StoreMaskBits(d, in_band, &bits);
+          byte |= static_cast<uint8_t>(bits << (i % 8));
+          if ((i + lanes) % 8 == 0 || i + lanes >= n) band.bits[i / 8] = std::exchange(byte, 0);
+        }
+      }
+    };
     size_t i = start;
     for (; i + lanes <= end; i += lanes, prefetch += 64) {
       if (prefetch < prefetch_end)  // one line a vector, if asked
         hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
-      const auto e = ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax));
+      const auto v = hn::LoadU(d, x + i);
+      const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
-      sum.Add(e);
+      add(i, v, e, hn::FirstN(d, lanes));
     }
     if (i < end) {
-      const auto e = ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, end - i, -kInf), vmax));
+      const auto v = LoadTail(d, x + i, end - i, -kInf);
+      const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) StoreTail(d, e, w + i, end - i);
-      sum.Add(e);
+      add(i, v, e, hn::FirstN(d, end - i));  // the padding's e is 0, its bits none
     }
     block_sums[b] = sum.Total(d);
+    if constexpr (kBand) band.below_sums[b] = under.Total(d);
     total += block_sums[b];
   }
   return total;
@@ -719,12 +745,14 @@ inline bool repeat_seen(const ConvertedRow& out, size_t start, size_t end) {
 // float32 row is read in place), its max goes to block_max[b] and the sum of exp(x - that max) to
 // block_sums[b] (0 for a block of -inf only).
 // With `near.ids`, the entries >= (the max so far) + near.below_max are also listed, id order:
-// a superset of those >= the row's max + below_max, found without a second read. Returns false
+// a superset of those >= the row's max + below_max, found without a second read. With `band`
+// (blocks of whole words), its bits and below sums come from the same Exp. Returns false
 // if any entry is NaN or +inf (the caller's, or made by the division).
 template <bool kDivide, class Source>
 bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
                               float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                              double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out) {
+                              double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out,
+                              ValueBand* band) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const Repetition repetition(out.seen, out.r);
@@ -758,15 +786,28 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
     block_sums[b] = 0;
+    if (band != nullptr) {  // a block of -inf only: nothing below the band, nothing in it
+      band->below_sums[b] = 0;
+      std::fill(band->bits + start / 8, band->bits + (end + 7) / 8, uint8_t{0});
+    }
     if (block_max[b] == -kInf) continue;
     // The next block streams in while this one's Exp runs (a prefetch per Exp vector): else the
     // read and the arithmetic took turns (70 vs 44 us per 128k row, from memory vs from cache).
     const float* values = buffer;
     if constexpr (kInPlace) values = reinterpret_cast<const float*>(src.Address(start));
     double unused;
-    block_sums[b] =
-        exp_block_sums_pass<false>(values, nullptr, end - start, block_max[b], end - start, &unused,
-                                   src.Address(end), src.Address(std::min(n, end + block)));
+    const uintptr_t prefetch = src.Address(end),
+                    prefetch_end = src.Address(std::min(n, end + block));
+    if (band == nullptr) {
+      block_sums[b] = exp_block_sums_pass<false>(values, nullptr, end - start, block_max[b],
+                                                 end - start, &unused, prefetch, prefetch_end);
+    } else {
+      const ValueBand block_band{band->from, band->to, band->bits + start / 8,
+                                 band->below_sums + b};
+      block_sums[b] =
+          exp_block_sums_pass<false, true>(values, nullptr, end - start, block_max[b], end - start,
+                                           &unused, prefetch, prefetch_end, block_band);
+    }
     if (near->ids == nullptr) continue;
     max_so_far = std::max(max_so_far, block_max[b]);
     const size_t from = near->count;
@@ -779,12 +820,14 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                         double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out) {
+                         double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out,
+                         ValueBand* band) {
+  if (band != nullptr && band->bits == nullptr) band = nullptr;
   return with_source(src, dtype, [&](auto source) {
     return t == 1.0f ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max,
-                                                       block_sums, near, out)
+                                                       block_sums, near, out, band)
                      : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max,
-                                                      block_sums, near, out);
+                                                      block_sums, near, out, band);
   });
 }
 
@@ -930,6 +973,35 @@ void mask_probability_below(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, 
     if (w[i] * inv_sum < lo) x[i] = -kInf;
 }
 
+double probabilities(float* HWY_RESTRICT x, size_t n, float max, float inv_sum,
+                     float* HWY_RESTRICT lo, float* HWY_RESTRICT hi) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vmax = hn::Set(d, max), vinv = hn::Set(d, inv_sum);
+  auto smallest = hn::Set(d, kInf), largest = hn::Set(d, -kInf);
+  PartialSums<decltype(d)> sum(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto q = hn::Mul(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax)), vinv);
+    hn::StoreU(q, d, x + i);
+    smallest = hn::Min(smallest, q);
+    largest = hn::Max(largest, q);
+    sum.Add(q);
+  }
+  if (i < n) {
+    const auto valid = hn::FirstN(d, n - i);
+    const auto q =
+        hn::Mul(ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, n - i, -kInf), vmax)), vinv);
+    StoreTail(d, q, x + i, n - i);
+    smallest = hn::Min(smallest, hn::IfThenElse(valid, q, hn::Set(d, kInf)));
+    largest = hn::Max(largest, q);  // the padding's q is 0
+    sum.Add(q);
+  }
+  *lo = hn::GetLane(hn::MinOfLanes(d, smallest));
+  *hi = hn::GetLane(hn::MaxOfLanes(d, largest));
+  return sum.Total(d);
+}
+
 }  // namespace lastmile::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -956,6 +1028,7 @@ HWY_EXPORT(exp_block_sums);
 HWY_EXPORT(unmasked_block_sums);
 HWY_EXPORT(probability_band);
 HWY_EXPORT(mask_probability_below);
+HWY_EXPORT(probabilities);
 
 int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t) {
   return HWY_DYNAMIC_DISPATCH(load_row)(src, dtype, dst, n, t);
@@ -966,9 +1039,9 @@ int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, co
 }
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
-                         ConvertedRow out) {
+                         ConvertedRow out, ValueBand* band) {
   return HWY_DYNAMIC_DISPATCH(block_softmax_stats)(src, dtype, n, t, block, buffer, block_max,
-                                                   block_sums, near, out);
+                                                   block_sums, near, out, band);
 }
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
                        float* values, bool* bad) {
@@ -1024,6 +1097,9 @@ size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float
 }
 void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, float lo) {
   HWY_DYNAMIC_DISPATCH(mask_probability_below)(x, w, n, inv_sum, lo);
+}
+double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi) {
+  return HWY_DYNAMIC_DISPATCH(probabilities)(x, n, max, inv_sum, lo, hi);
 }
 }  // namespace lastmile::cpu
 #endif

@@ -38,13 +38,13 @@ size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch) {
   return masked;
 }
 
-void sort_samples(float* values, size_t n) {
-  constexpr size_t kMax = 512, kBits = 8, kBuckets = size_t{1} << kBits;
+void sort_samples(float* values, size_t n, unsigned from_bit) {
+  constexpr size_t kMax = 1024, kBits = 8, kBuckets = size_t{1} << kBits;
   uint32_t keys[kMax], other[kMax];
   for (size_t i = 0; i < n; ++i) keys[i] = orderable(values[i]);
   uint32_t* from = keys;
   uint32_t* to = other;
-  for (unsigned shift = 0; shift < 32; shift += kBits) {  // least significant digit first
+  for (unsigned shift = from_bit; shift < 32; shift += kBits) {  // least significant digit first
     uint32_t start[kBuckets] = {};
     for (size_t i = 0; i < n; ++i) ++start[(from[i] >> shift) & (kBuckets - 1)];
     uint32_t sum = 0;

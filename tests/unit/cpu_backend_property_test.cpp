@@ -433,6 +433,40 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
   }
 }
 
+// A flat row's band is guessed from spread samples (every (n / 1024)-th entry) before the
+// statistics pass marks it; here those samples are shifted by 3 up or down, so the guessed band
+// lies above the crossing (a token below it stays) or below it (the crossing lies above it). The
+// draw must see that and decide otherwise: still the oracle's token (a mutant that trusts the
+// band either way fails here), and the same with the row split in chunks.
+TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsChecksTheGuessedBand) {
+  std::mt19937_64 rng(29);
+  Scratch a, b;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t n = 40000 + static_cast<int64_t>(rng() % 20000);
+    std::normal_distribution<float> body(0.0f, 1.0f);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = body(rng);
+    const size_t stride = row.size() / 1024;
+    for (size_t j = 0; j < 1024; ++j) row[j * stride] += trial % 2 ? 3.0f : -3.0f;
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 1.0f);
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 4 < 2 ? 1.0f : 0.7f;
+    params.top_k = n;
+    params.apply_top_p = true;
+    params.top_p = std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    oracle().apply_top_k_top_p(x.data(), n, n, true, params.top_p, b.get(x.size()));
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast);
+    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+  }
+}
+
 // Top-p alone on peaked rows (a head of 40 lifted 6..16 over a normal body, as the bench's) is
 // drawn from the input after reading only the blocks that can hold the band, when the lowest kept
 // logit lies within 2 of the ceiling the block masses give, else from the band guessed from
