@@ -444,23 +444,24 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
 }
 
 // Top-p's band on a flat row, guessed from samples before the statistics pass, so that the pass
-// lists it on the way: a flat row keeps most of itself, and finding the band after the pass took
-// a second Exp pass over the row (three passes in all on a fifth of N(0, 1) rows). A row looks
-// flat when no one of 128 spread samples holds over 1/8 of their mass (an LLM-shaped row's few
-// large entries, which samples miss, hold most of its mass: there the statistics find the band).
-// Then 1024 samples, sorted, estimate where the ascending cumulative mass crosses cut; the band
-// reaches kMargin samples either side (6% of an N(0, 1) row, holding the crossing on 99% of them;
-// 16 either side held it on 92%). nullopt: not flat, a crossing near the samples' ends (p near 0
-// or 1), a short row, or NaN / inf.
+// marks it on the way: a flat row keeps most of itself, and finding the band after the pass took
+// a second Exp pass over the row (three passes in all on a fifth of N(0, 1) rows). The samples
+// are runs of 16 entries (a cache line of float32: the row is cold, and 1024 lone entries cost a
+// miss each) spread over the row. A row looks flat when no one of the first look's 128 holds
+// over 1/8 of their mass (an LLM-shaped row's few large entries, which samples miss, hold most of
+// its mass: there the statistics find the band). Then 1024 samples, sorted, estimate where the
+// ascending cumulative mass crosses cut; the band reaches kMargin samples either side (6% of an
+// N(0, 1) row, holding the crossing on 99% of them; 16 either side held it on 92%). nullopt: not
+// flat, a crossing near the samples' ends (p near 0 or 1), a short row, or NaN / inf.
 struct ValueRange {
   float from, to;
 };
 std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, float t,
                                         float cut) {
-  constexpr size_t kSamples = 1024, kFirstLook = 128, kMargin = 32;
+  constexpr size_t kSamples = 1024, kRun = 16, kRuns = kSamples / kRun, kFirstLook = 8;  // runs
+  constexpr size_t kMargin = 32;
   constexpr double kFlatMass = 8.0;  // the samples' mass, in units of the largest one's
   if (n < 8 * kSamples) return std::nullopt;
-  const size_t stride = n / kSamples;
   float samples[kSamples], weights[kSamples];
   auto mass_of = [&](size_t count) {  // of samples[0, count), in units of the largest
     const float max = *std::max_element(samples, samples + count);
@@ -468,10 +469,12 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
     double unused;
     return cpu::exp_with_block_sums(samples, weights, count, max, count, &unused);
   };
-  for (size_t j = 0; j < kFirstLook; ++j)
-    samples[j] = scaled_entry(src, dtype, j * (kSamples / kFirstLook) * stride, t);
-  if (mass_of(kFirstLook) < kFlatMass) return std::nullopt;
-  for (size_t j = 0; j < kSamples; ++j) samples[j] = scaled_entry(src, dtype, j * stride, t);
+  auto load_run = [&](size_t run, float* to) {  // run r of kRuns, on a 16-entry boundary
+    load_scaled(src, dtype, run * (n / kRuns) / kRun * kRun, kRun, t, to);
+  };
+  for (size_t j = 0; j < kFirstLook; ++j) load_run(j * (kRuns / kFirstLook), samples + j * kRun);
+  if (mass_of(kFirstLook * kRun) < kFlatMass) return std::nullopt;
+  for (size_t run = 0; run < kRuns; ++run) load_run(run, samples + run * kRun);
   if (std::any_of(samples, samples + kSamples, [](float v) { return std::isnan(v); }))
     return std::nullopt;
   sort_samples(samples, kSamples, 16);     // up to bf16 rounding: enough to place a band
@@ -548,18 +551,65 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   if (static_cast<float>(below + band_mass) <= cut) return std::nullopt;  // crosses above it
   double kept[kMaxBlocks];
   for (size_t b = 0; b < row.blocks; ++b) kept[b] = row.sums[b] - below_sums[b];
-  size_t block = 0;  // of the last masked entry: most are masked in id order
-  mask_band(
-      ids, listed, [qs](size_t i) { return qs[i]; },
-      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below, lo,
-      hi, cut, top, scratch,
-      [&](size_t i) {
-        const auto id = static_cast<size_t>(ids[i]);
-        if (id < block * row.block) block = id / row.block;
-        while (id >= (block + 1) * row.block) ++block;
-        kept[block] -= qs[i] / inv_sum;
-        qs[i] = -1.0f;  // masked
-      });
+  auto mask_listed = [&](size_t i) {
+    kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
+    qs[i] = -1.0f;  // masked
+  };
+  // The band narrowed by bisection on q, a sum pass over it a step, to [q_lo, q_hi) holding at
+  // most kNarrowed entries: the mass below q_lo keeps the cumulative sum <= cut (masked), the
+  // mass below q_hi passes it (kept from there), and mask_band decides between. mask_band over
+  // the whole band histogrammed 8k entries one by one and sorted the crossing bucket's hundreds.
+  constexpr size_t kNarrowed = 256;
+  uint32_t a = orderable(lo), b = orderable(hi) + 1;
+  double mass_a = 0;
+  size_t count_a = 0, count_b = listed;
+  while (count_b - count_a > kNarrowed && b - a > 1) {
+    const uint32_t mid = a + (b - a) / 2;
+    size_t count = 0;
+    const double mass = cpu::sum_below(qs, listed, from_orderable(mid), &count);
+    if (static_cast<float>(below + mass) <= cut) {
+      a = mid;
+      mass_a = mass;
+      count_a = count;
+    } else {
+      b = mid;
+      count_b = count;
+    }
+  }
+  if (count_b - count_a > kNarrowed) {  // ties: the whole band
+    mask_band(
+        ids, listed, [qs](size_t i) { return qs[i]; },
+        [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below,
+        lo, hi, cut, top, scratch, mask_listed);
+  } else {
+    const float q_lo = from_orderable(a), q_hi = from_orderable(b);
+    // Masked below q_lo, block by block (the list is in id order); [q_lo, q_hi) to the side.
+    for (size_t block = 0, i = 0; block < row.blocks; ++block) {
+      const auto end = static_cast<int32_t>(std::min(n, (block + 1) * row.block));
+      const size_t last = std::lower_bound(ids + i, ids + listed, end) - ids;
+      size_t unused;
+      kept[block] -= cpu::sum_below(qs + i, last - i, q_lo, &unused) / inv_sum;
+      i = last;
+    }
+    int32_t narrow_ids[kNarrowed];
+    float narrow_qs[kNarrowed];
+    uint32_t at[kNarrowed];  // each one's index in the band
+    size_t narrowed = 0;
+    for (size_t i = 0; i < listed; ++i) {  // one branch, rarely taken: about half are below q_lo
+      const float q = qs[i];
+      if ((q >= q_lo) & (q < q_hi)) {
+        narrow_ids[narrowed] = ids[i];
+        narrow_qs[narrowed] = q;
+        at[narrowed++] = static_cast<uint32_t>(i);
+      }
+    }
+    cpu::mask_below(qs, listed, q_lo);  // -inf: masked (q < 0)
+    mask_band(
+        narrow_ids, narrowed, [&](size_t i) { return narrow_qs[i]; },
+        [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(narrow_ids[i]), t); },
+        below + mass_a, q_lo, from_orderable(b - 1), cut, top, scratch,
+        [&](size_t i) { mask_listed(at[i]); });
+  }
   auto kept_at = [from = range.from](const float* values, const float* weights, size_t i) {
     return weights[i] != 0.0f && values[i] >= from;
   };

@@ -107,5 +107,7 @@ void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, f
 // x[i] = q = exp(x[i] - max) * inv_sum in place (the weights exp_with_block_sums gives, times
 // inv_sum); returns the sum of the q, their smallest in *lo and largest in *hi. n > 0.
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi);
+// The sum of the x[i] < threshold (lane-wise float partial sums, a fixed order), and their count.
+double sum_below(const float* x, size_t n, float threshold, size_t* count);
 
 }  // namespace lastmile::cpu

@@ -1002,6 +1002,36 @@ double probabilities(float* HWY_RESTRICT x, size_t n, float max, float inv_sum,
   return sum.Total(d);
 }
 
+double sum_below(const float* HWY_RESTRICT x, size_t n, float threshold,
+                 size_t* HWY_RESTRICT count) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  const auto vthr = hn::Set(d, threshold);
+  PartialSums<decltype(d)> sum(d);
+  auto below = hn::Zero(di);  // minus the count, lane-wise (a true mask is -1)
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    const auto in = hn::Lt(v, vthr);
+    sum.Add(hn::IfThenElseZero(in, v));
+    below = hn::Add(below, hn::VecFromMask(di, hn::RebindMask(di, in)));
+  }
+  size_t tail = 0;
+  if (i < n) {
+    const auto v = LoadTail(d, x + i, n - i, threshold);  // the padding is not below
+    const auto in = hn::Lt(v, vthr);
+    sum.Add(hn::IfThenElseZero(in, v));
+    tail = hn::CountTrue(d, in);
+  }
+  HWY_ALIGN int32_t counts[hn::MaxLanes(di)];
+  hn::Store(below, di, counts);
+  size_t total = tail;
+  for (size_t lane = 0; lane < lanes; ++lane) total += static_cast<size_t>(-counts[lane]);
+  *count = total;
+  return sum.Total(d);
+}
+
 }  // namespace lastmile::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -1029,6 +1059,7 @@ HWY_EXPORT(unmasked_block_sums);
 HWY_EXPORT(probability_band);
 HWY_EXPORT(mask_probability_below);
 HWY_EXPORT(probabilities);
+HWY_EXPORT(sum_below);
 
 int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t) {
   return HWY_DYNAMIC_DISPATCH(load_row)(src, dtype, dst, n, t);
@@ -1100,6 +1131,9 @@ void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, f
 }
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi) {
   return HWY_DYNAMIC_DISPATCH(probabilities)(x, n, max, inv_sum, lo, hi);
+}
+double sum_below(const float* x, size_t n, float threshold, size_t* count) {
+  return HWY_DYNAMIC_DISPATCH(sum_below)(x, n, threshold, count);
 }
 }  // namespace lastmile::cpu
 #endif

@@ -433,8 +433,9 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
   }
 }
 
-// A flat row's band is guessed from spread samples (every (n / 1024)-th entry) before the
-// statistics pass marks it; here those samples are shifted by 3 up or down, so the guessed band
+// A flat row's band is guessed from spread samples (64 runs of 16 entries, run r from
+// r * (n / 64) down to a multiple of 16) before the statistics pass marks it; here those samples
+// are shifted by 3 up or down, so the guessed band
 // lies above the crossing (a token below it stays) or below it (the crossing lies above it). The
 // draw must see that and decide otherwise: still the oracle's token (a mutant that trusts the
 // band either way fails here), and the same with the row split in chunks.
@@ -446,8 +447,9 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsChecksTheGuessedBand) {
     std::normal_distribution<float> body(0.0f, 1.0f);
     std::vector<float> row(static_cast<size_t>(n));
     for (float& v : row) v = body(rng);
-    const size_t stride = row.size() / 1024;
-    for (size_t j = 0; j < 1024; ++j) row[j * stride] += trial % 2 ? 3.0f : -3.0f;
+    for (size_t run = 0; run < 64; ++run)
+      for (size_t j = 0; j < 16; ++j)
+        row[run * (row.size() / 64) / 16 * 16 + j] += trial % 2 ? 3 : -3;
     const auto dtype = static_cast<lastmile::DType>(trial % 3);
     std::vector<uint16_t> halves;
     const void* src = caller_row(row, dtype, halves, 1.0f);
