@@ -595,9 +595,13 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
     float narrow_qs[kNarrowed];
     uint32_t at[kNarrowed];  // each one's index in the band
     size_t narrowed = 0;
-    for (size_t i = 0; i < listed; ++i) {  // one branch, rarely taken: about half are below q_lo
+    // One compare of the bits (q >= 0: its bits order as it does), a branch rarely taken: two
+    // comparisons made two branches, the first a coin toss (half the band lies below q_lo).
+    const uint32_t bits_lo = std::bit_cast<uint32_t>(q_lo);
+    const uint32_t span = std::bit_cast<uint32_t>(q_hi) - bits_lo;
+    for (size_t i = 0; i < listed; ++i) {
       const float q = qs[i];
-      if ((q >= q_lo) & (q < q_hi)) {
+      if (std::bit_cast<uint32_t>(q) - bits_lo < span) {
         narrow_ids[narrowed] = ids[i];
         narrow_qs[narrowed] = q;
         at[narrowed++] = static_cast<uint32_t>(i);
