@@ -469,13 +469,9 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
     double unused;
     return cpu::exp_with_block_sums(samples, weights, count, max, count, &unused);
   };
-  auto run_start = [n](size_t run) { return run * (n / kRuns) / kRun * kRun; };  // of kRuns
-  auto load_run = [&](size_t run, float* to) {
-    load_scaled(src, dtype, run_start(run), kRun, t, to);
+  auto load_run = [&](size_t run, float* to) {  // run r of kRuns, on a 16-entry boundary
+    load_scaled(src, dtype, run * (n / kRuns) / kRun * kRun, kRun, t, to);
   };
-  // Every run's line asked for first: loaded one by one, each waited on its miss.
-  for (size_t run = 0; run < kRuns; ++run)
-    __builtin_prefetch(entry_at(src, dtype, run_start(run)));
   for (size_t j = 0; j < kFirstLook; ++j) load_run(j * (kRuns / kFirstLook), samples + j * kRun);
   if (mass_of(kFirstLook * kRun) < kFlatMass) return std::nullopt;
   for (size_t run = 0; run < kRuns; ++run) load_run(run, samples + run * kRun);
