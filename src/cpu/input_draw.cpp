@@ -10,7 +10,9 @@
 // - top-k (and top-p): candidates at or above the k-th largest group max (a sampled threshold
 //   when k is large for the row, or the row is over 2^20), the k-th among them, top-p's cut on
 //   the list, the draw on it.
-// - top-p alone: the probabilities from the band's low end up, listed on a second read.
+// - top-p alone: the probabilities from the band's low end up, listed on a second read; on a
+//   flat row (most of it kept) the band is guessed from samples and marked by the statistics
+//   pass itself, with the mass below it, so the row is read once.
 // min_p with top-k or top-p needs the whole processed row: the steps.
 #include "cpu/input_draw.hpp"
 
@@ -477,7 +479,7 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
   for (size_t run = 0; run < kRuns; ++run) load_run(run, samples + run * kRun);
   if (std::any_of(samples, samples + kSamples, [](float v) { return std::isnan(v); }))
     return std::nullopt;
-  sort_samples(samples, kSamples, 16);     // up to bf16 rounding: enough to place a band
+  sort_samples(samples, kSamples, 16);     // by the top 16 bits: enough to place a band
   const double total = mass_of(kSamples);  // weights now in (about) ascending order
   if (total < kFlatMass) return std::nullopt;
   double cumulative = 0;
@@ -503,9 +505,20 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   const auto inv_sum = static_cast<float>(1.0 / row.total);
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();  // the band's quotients, then their q
-  TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
   static_assert(std::endian::native == std::endian::little, "the bitmap's bytes make words");
   const auto* bitmap = reinterpret_cast<const uint8_t*>(scratch.keys.data());
+  double below = 0;
+  for (size_t b = 0; b < row.blocks; ++b) below += below_sums[b];
+  below *= inv_sum;
+  if (static_cast<float>(below) > cut) return std::nullopt;  // a token below the band stays
+  // Crossing above the band for sure, before listing it: its entries' q are at most q(to) (with
+  // room for the exp's and the sums' rounding). A peaked row whose head the samples missed ends
+  // here (its band, in the body, holds little mass).
+  size_t marked = 0;
+  for (size_t byte = 0; byte < (n + 7) / 8; ++byte) marked += std::popcount(bitmap[byte]);
+  const double band_bound = static_cast<double>(marked) * (1.0 + 1e-4) *
+                            std::exp(static_cast<double>(range.to) - row.max) * inv_sum;
+  if (static_cast<float>(below + band_bound) <= cut) return std::nullopt;
   size_t listed = 0;
   auto list = [&](auto entry) {  // entry(id): the quotient, for one dtype (no switch per entry)
     for (size_t word = 0; word * 64 < n; ++word) {
@@ -537,17 +550,14 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
       });
       break;
   }
+  if (listed == 0) return std::nullopt;
+  TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
   if (range.to >= row.max) {  // the max may be in the band
     for (size_t i = 0; i < listed && top < 0; ++i)
       if (qs[i] == row.max) top = ids[i];
   }
-  if (listed == 0) return std::nullopt;
   float lo = 0, hi = 0;
   const double band_mass = cpu::probabilities(qs, listed, row.max, inv_sum, &lo, &hi);
-  double below = 0;
-  for (size_t b = 0; b < row.blocks; ++b) below += below_sums[b];
-  below *= inv_sum;
-  if (static_cast<float>(below) > cut) return std::nullopt;  // a token below the band stays
   if (static_cast<float>(below + band_mass) <= cut) return std::nullopt;  // crosses above it
   double kept[kMaxBlocks];
   for (size_t b = 0; b < row.blocks; ++b) kept[b] = row.sums[b] - below_sums[b];
@@ -644,7 +654,8 @@ float kept_logit_ceiling(const RowSoftmax& row, double cut_mass) {
 // the band, and the draw walks the kept ones with q as weights (proportional to exp(x - max) up
 // to one rounding). lo is first kBelowCeiling under kept_logit_ceiling, which on a peaked row
 // reads a few blocks; if a token below it stays, a band guessed from samples. Bands that stop
-// below the top, or list over 1/8 of the row, take draw_top_p_dense.
+// below the top, or list over 1/8 of the row, take draw_top_p_dense. A row that looks flat to
+// flat_row_band tries draw_top_p_banded first, on what the statistics pass marked.
 TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
                    SortScratch scratch, const ParallelFor& parallel) {
   constexpr float kLogitMargin = 1e-3f;  // far above the exp's 5 ULP, and max's rounding

@@ -37,10 +37,11 @@ struct NearMax {
   size_t count = 0;  // listed so far
 };
 // A value band marked by block_softmax_stats on the way (bits null: none): bit i % 8 of bits[i / 8]
-// set where from <= x[i] <= to (room for n / 8 bytes, rounded up), and in below_sums[b] each
-// block's sum of exp(x - block_max[b]) over its entries x < from, summed as block_sums is (top-p on
-// a flat row, the band guessed from samples). A bitmap costs a few instructions a vector where
-// compressing (id, value) pairs of the 40% of vectors a flat row's band touches cost 22.
+// set where from <= x[i] <= to (in blocks of -inf only, none), and in below_sums[b] each block's
+// sum of exp(x - block_max[b]) over its entries x < from, summed as block_sums is (top-p on a flat
+// row, the band guessed from samples). bits: room for (n + 7) / 8 bytes; none past them is
+// written. A bitmap costs a few instructions a vector where compressing (id, value) pairs of the
+// 40% of vectors a flat row's band touches cost 22.
 struct ValueBand {
   float from = 0, to = 0;
   uint8_t* bits = nullptr;

@@ -660,13 +660,27 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
         const auto below = hn::Lt(v, vfrom);
         under.Add(hn::IfThenElseZero(below, e));
         const auto in_band = hn::And(valid, hn::AndNot(below, hn::Le(v, vto)));
-        if constexpr (hn::MaxLanes(d) % 8 == 0) {  // whole bytes: a movemask and a store
+        // Whole bytes (a movemask and a store) when the lanes come in eights, decided at run
+        // time: a scalable target's MaxLanes is only a bound (4 lanes on 128-bit SVE).
+        if (lanes % 8 == 0 && i + lanes <= n) {
           hn::StoreMaskBits(d, in_band, band.bits + i / 8);
         } else {
-          uint8_t bits = 0;
-          hn::StoreMaskBits(d, in_band, &bits);
-          byte |= static_cast<uint8_t>(bits << (i % 8));
-          if ((i + lanes) % 8 == 0 || i + lanes >= n) band.bits[i / 8] = std::exchange(byte, 0);
+          uint8_t bytes[(hn::MaxLanes(d) + 7) / 8] = {};
+          hn::StoreMaskBits(d, in_band, bytes);
+          if (lanes % 8 == 0) {  // the tail: its bytes that hold the row's entries
+            std::memcpy(band.bits + i / 8, bytes, (n - i + 7) / 8);
+          } else if (8 % lanes == 0) {  // 1, 2 or 4 lanes: gathered into a byte
+            byte |= static_cast<uint8_t>(bytes[0] << (i % 8));
+            if ((i + lanes) % 8 == 0 || i + lanes >= n) band.bits[i / 8] = std::exchange(byte, 0);
+          } else {  // lanes that straddle bytes (12 on 384-bit SVE): bit by bit
+            for (size_t l = 0; l < lanes && i + l < n; ++l) {
+              const size_t k = i + l;
+              const auto bit = static_cast<uint8_t>(1u << (k % 8));
+              const bool set = (bytes[l / 8] >> (l % 8)) & 1;
+              band.bits[k / 8] =
+                  static_cast<uint8_t>(set ? band.bits[k / 8] | bit : band.bits[k / 8] & ~bit);
+            }
+          }
         }
       }
     };
@@ -786,11 +800,13 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
     block_sums[b] = 0;
-    if (band != nullptr) {  // a block of -inf only: nothing below the band, nothing in it
-      band->below_sums[b] = 0;
-      std::fill(band->bits + start / 8, band->bits + (end + 7) / 8, uint8_t{0});
+    if (block_max[b] == -kInf) {
+      if (band != nullptr) {  // -inf only: nothing below the band, nothing marked in it
+        band->below_sums[b] = 0;
+        std::fill(band->bits + start / 8, band->bits + (end + 7) / 8, uint8_t{0});
+      }
+      continue;
     }
-    if (block_max[b] == -kInf) continue;
     // The next block streams in while this one's Exp runs (a prefetch per Exp vector): else the
     // read and the arithmetic took turns (70 vs 44 us per 128k row, from memory vs from cache).
     const float* values = buffer;

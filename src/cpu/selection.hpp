@@ -144,7 +144,8 @@ size_t largest_listed(SortScratch scratch, size_t listed, Values values, float v
 
 // Sorts n <= 1024 floats ascending (no NaN; -0 and +0 come out as +0) by their orderable keys: a
 // radix sort, 4 passes of 8 bits. std::sort on 512 random floats mispredicts most comparisons.
-// from_bit 16: two passes, by the keys' top 16 bits only (an order up to bf16 rounding).
+// from_bit 16: two passes, by the keys' top 16 bits only (the order of the values truncated to
+// bf16).
 void sort_samples(float* values, size_t n, unsigned from_bit = 0);
 
 // Where top-p's ascending cumulative probability should cross cut: m evenly spaced samples of the

@@ -434,30 +434,46 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
 }
 
 // A flat row's band is guessed from spread samples (64 runs of 16 entries, run r from
-// r * (n / 64) down to a multiple of 16) before the statistics pass marks it; here those samples
-// are shifted by 3 up or down, so the guessed band
-// lies above the crossing (a token below it stays) or below it (the crossing lies above it). The
-// draw must see that and decide otherwise: still the oracle's token (a mutant that trusts the
-// band either way fails here), and the same with the row split in chunks.
+// r * (n / 64) down to a multiple of 16) before the statistics pass marks it. Rows of N(0, T)
+// (quotients N(0, 1), flat at every temperature), in three kinds: plain; on a grid of 1/16 (over
+// 256 equal probabilities at the crossing, so the band is not narrowed); and a third -inf (three
+// whole blocks of it, the rest scattered; with p near 1 the band starts at -inf). In two thirds
+// of them the samples are shifted by 3 up or down, so the guessed band lies above the crossing
+// (a token below it stays) or below it (the crossing lies above it): the draw must see that and
+// decide otherwise (a mutant that trusts the band either way fails here). Always the oracle's
+// token, and the same with the row split in chunks.
 TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsChecksTheGuessedBand) {
   std::mt19937_64 rng(29);
   Scratch a, b;
-  for (int trial = 0; trial < 60; ++trial) {
+  for (int trial = 0; trial < 72; ++trial) {
     const int64_t n = 40000 + static_cast<int64_t>(rng() % 20000);
-    std::normal_distribution<float> body(0.0f, 1.0f);
+    const float temperature = trial % 4 < 2 ? 1.0f : 0.7f;
+    std::normal_distribution<float> body(0.0f, temperature);
     std::vector<float> row(static_cast<size_t>(n));
     for (float& v : row) v = body(rng);
-    for (size_t run = 0; run < 64; ++run)
+    const int kind = trial % 3;
+    if (kind == 1) {
+      for (float& v : row) v = std::round(v * 16.0f) / 16.0f;
+    } else if (kind == 2) {
+      for (size_t start : {size_t{0}, size_t{8192}, row.size() / 2048 * 2048 - 2048})
+        std::fill(row.begin() + start, row.begin() + start + 2048, -kInf);
+      for (float& v : row)
+        if (rng() % 4 == 0) v = -kInf;
+    }
+    const int shift = trial / 3 % 3;  // none, up, down
+    for (size_t run = 0; run < 64 && shift > 0; ++run)
       for (size_t j = 0; j < 16; ++j)
-        row[run * (row.size() / 64) / 16 * 16 + j] += trial % 2 ? 3 : -3;
-    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+        row[run * (row.size() / 64) / 16 * 16 + j] += shift == 1 ? 3 : -3;
+    const auto dtype = static_cast<lastmile::DType>(trial % 5 % 3);
     std::vector<uint16_t> halves;
     const void* src = caller_row(row, dtype, halves, 1.0f);
     lastmile::detail::DrawParams params;
-    params.temperature = trial % 4 < 2 ? 1.0f : 0.7f;
+    params.temperature = temperature;
     params.top_k = n;
     params.apply_top_p = true;
-    params.top_p = std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
+    params.top_p = kind == 2 && trial % 2
+                       ? std::uniform_real_distribution<float>(0.99f, 0.999f)(rng)
+                       : std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
     std::vector<float> x(row.size());
     oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
     oracle().apply_top_k_top_p(x.data(), n, n, true, params.top_p, b.get(x.size()));
