@@ -457,6 +457,7 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
 // flat, a crossing near the samples' ends (p near 0 or 1), a short row, or NaN / inf.
 struct ValueRange {
   float from, to;
+  size_t expected;  // entries in it, were the samples exact
 };
 std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, float t,
                                         float cut) {
@@ -489,15 +490,16 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
     if (cumulative > cut * total) break;
   }
   if (crossing < kMargin || crossing + kMargin >= kSamples) return std::nullopt;
-  const ValueRange range{samples[crossing - kMargin], samples[crossing + kMargin]};
+  const ValueRange range{samples[crossing - kMargin], samples[crossing + kMargin],
+                         (2 * kMargin + 1) * n / kSamples};
   if (!(range.from < range.to)) return std::nullopt;  // the order is bf16's
   return range;
 }
 
 // Top-p alone over a flat row whose statistics pass marked the entries in range (a bitmap over
-// scratch.keys) and took each block's mass below it (below_sums, rescaled): decides as
-// draw_top_p_dense does when the crossing lies in the band (every entry below it masked, so their
-// mass is `below`, and every entry above it kept); nullopt when it does not.
+// scratch.keys) and took each block's mass below it (below_sums, rescaled): decides
+// as draw_top_p_dense does when the crossing lies in the band (every entry below it masked, so
+// their mass is `below`, and every entry above it kept); nullopt when it does not.
 std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n, float t,
                                          const RowSoftmax& row, ValueRange range,
                                          const double* below_sums, float cut, double u,
@@ -511,12 +513,11 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   for (size_t b = 0; b < row.blocks; ++b) below += below_sums[b];
   below *= inv_sum;
   if (static_cast<float>(below) > cut) return std::nullopt;  // a token below the band stays
-  // Crossing above the band for sure, before listing it: its entries' q are at most q(to) (with
-  // room for the exp's and the sums' rounding). A peaked row whose head the samples missed ends
-  // here (its band, in the body, holds little mass).
-  size_t marked = 0;
-  for (size_t byte = 0; byte < (n + 7) / 8; ++byte) marked += std::popcount(bitmap[byte]);
-  const double band_bound = static_cast<double>(marked) * (1.0 + 1e-4) *
+  // Crossing above the band, judged before listing it: twice the entries the samples put in it,
+  // each at q(to), its largest, do not reach the cut. A peaked row whose head the samples missed
+  // ends here (its band, in the body, holds little mass). A wrong guess would only send the row
+  // to the steps' path below, which decides any row.
+  const double band_bound = 2.0 * static_cast<double>(range.expected) *
                             std::exp(static_cast<double>(range.to) - row.max) * inv_sum;
   if (static_cast<float>(below + band_bound) <= cut) return std::nullopt;
   size_t listed = 0;

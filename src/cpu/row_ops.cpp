@@ -643,42 +643,45 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
 template <bool kStore, bool kBand = false>
 double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
                            size_t block, double* HWY_RESTRICT block_sums, uintptr_t prefetch = 0,
-                           uintptr_t prefetch_end = 0, ValueBand band = {}) {
+                           uintptr_t prefetch_end = 0, ValueBand* band = nullptr) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
-  const auto vfrom = hn::Set(d, band.from), vto = hn::Set(d, band.to);
+  const auto vfrom = hn::Set(d, kBand ? band->from : 0.0f);
+  const auto vto = hn::Set(d, kBand ? band->to : 0.0f);
   double total = 0;
   uint8_t byte = 0;  // band bits of the entries since the last multiple of 8 (narrow vectors)
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     PartialSums<decltype(d)> sum(d), under(d);
-    auto add = [&](size_t i, hn::Vec<decltype(d)> v, hn::Vec<decltype(d)> e,
+    // tail: the padded last vector, `valid` its lanes in the row.
+    auto add = [&](auto tail, size_t i, hn::Vec<decltype(d)> v, hn::Vec<decltype(d)> e,
                    hn::Mask<decltype(d)> valid) {
       sum.Add(e);
       if constexpr (kBand) {
         const auto below = hn::Lt(v, vfrom);
         under.Add(hn::IfThenElseZero(below, e));
-        const auto in_band = hn::And(valid, hn::AndNot(below, hn::Le(v, vto)));
-        // Whole bytes (a movemask and a store) when the lanes come in eights, decided at run
-        // time: a scalable target's MaxLanes is only a bound (4 lanes on 128-bit SVE).
-        if (lanes % 8 == 0 && i + lanes <= n) {
-          hn::StoreMaskBits(d, in_band, band.bits + i / 8);
+        auto in_band = hn::AndNot(below, hn::Le(v, vto));
+        if constexpr (decltype(tail)::value) in_band = hn::And(valid, in_band);
+        // Whole bytes, a movemask and a store, when the lanes come in eights (a scalable
+        // target's MaxLanes is only a bound: its lanes are known at run time).
+        if constexpr (!HWY_HAVE_SCALABLE && hn::MaxLanes(d) % 8 == 0 && !decltype(tail)::value) {
+          hn::StoreMaskBits(d, in_band, band->bits + i / 8);
         } else {
           uint8_t bytes[(hn::MaxLanes(d) + 7) / 8] = {};
           hn::StoreMaskBits(d, in_band, bytes);
-          if (lanes % 8 == 0) {  // the tail: its bytes that hold the row's entries
-            std::memcpy(band.bits + i / 8, bytes, (n - i + 7) / 8);
+          if (lanes % 8 == 0) {  // the bytes that hold the row's entries
+            std::memcpy(band->bits + i / 8, bytes, (std::min(n, i + lanes) - i + 7) / 8);
           } else if (8 % lanes == 0) {  // 1, 2 or 4 lanes: gathered into a byte
             byte |= static_cast<uint8_t>(bytes[0] << (i % 8));
-            if ((i + lanes) % 8 == 0 || i + lanes >= n) band.bits[i / 8] = std::exchange(byte, 0);
+            if ((i + lanes) % 8 == 0 || i + lanes >= n) band->bits[i / 8] = std::exchange(byte, 0);
           } else {  // lanes that straddle bytes (12 on 384-bit SVE): bit by bit
             for (size_t l = 0; l < lanes && i + l < n; ++l) {
               const size_t k = i + l;
               const auto bit = static_cast<uint8_t>(1u << (k % 8));
               const bool set = (bytes[l / 8] >> (l % 8)) & 1;
-              band.bits[k / 8] =
-                  static_cast<uint8_t>(set ? band.bits[k / 8] | bit : band.bits[k / 8] & ~bit);
+              band->bits[k / 8] =
+                  static_cast<uint8_t>(set ? band->bits[k / 8] | bit : band->bits[k / 8] & ~bit);
             }
           }
         }
@@ -691,16 +694,16 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
       const auto v = hn::LoadU(d, x + i);
       const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
-      add(i, v, e, hn::FirstN(d, lanes));
+      add(std::false_type(), i, v, e, hn::FirstN(d, lanes));
     }
     if (i < end) {
       const auto v = LoadTail(d, x + i, end - i, -kInf);
       const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) StoreTail(d, e, w + i, end - i);
-      add(i, v, e, hn::FirstN(d, end - i));  // the padding's e is 0, its bits none
+      add(std::true_type(), i, v, e, hn::FirstN(d, end - i));  // the padding's e is 0
     }
     block_sums[b] = sum.Total(d);
-    if constexpr (kBand) band.below_sums[b] = under.Total(d);
+    if constexpr (kBand) band->below_sums[b] = under.Total(d);
     total += block_sums[b];
   }
   return total;
@@ -818,11 +821,10 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
       block_sums[b] = exp_block_sums_pass<false>(values, nullptr, end - start, block_max[b],
                                                  end - start, &unused, prefetch, prefetch_end);
     } else {
-      const ValueBand block_band{band->from, band->to, band->bits + start / 8,
-                                 band->below_sums + b};
+      ValueBand block_band{band->from, band->to, band->bits + start / 8, band->below_sums + b};
       block_sums[b] =
           exp_block_sums_pass<false, true>(values, nullptr, end - start, block_max[b], end - start,
-                                           &unused, prefetch, prefetch_end, block_band);
+                                           &unused, prefetch, prefetch_end, &block_band);
     }
     if (near->ids == nullptr) continue;
     max_so_far = std::max(max_so_far, block_max[b]);
