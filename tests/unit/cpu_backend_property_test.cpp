@@ -402,12 +402,25 @@ TEST(CpuBackendProperty, RawLogprobsFromTheCallersRowEqualTheOraclesSnapshot) {
   EXPECT_GT(merged_rows, 150);  // the rounding-ties rows did merge values
 }
 
+// Top-p alone drawn straight from the caller's row src: never declined, the same token with the
+// row split in chunks, and the oracle's steps' token unless u sits within rounding of a CDF step.
+void expect_top_p_draw_from_input(const void* src, lastmile::DType dtype, int64_t n,
+                                  const lastmile::detail::DrawParams& params, double u, int trial) {
+  Scratch a, b;
+  std::vector<float> x(static_cast<size_t>(n));
+  oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+  oracle().apply_top_k_top_p(x.data(), n, n, true, params.top_p, b.get(x.size()));
+  const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+  ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+  EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast);
+  expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+}
+
 // Top-p alone on flat rows (most tokens kept: the band is not a short list to the top) is drawn
 // from the input too, by blocks: never declined, and the oracle's token unless u sits within
 // rounding of a CDF step.
 TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
   std::mt19937_64 rng(19);
-  Scratch a, b;
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t n = trial % 2 ? 40000 : 4097 + static_cast<int64_t>(rng() % 9000);
     std::normal_distribution<float> body(0.0f, trial % 3 == 0 ? 0.3f : 1.0f);
@@ -422,14 +435,8 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
     params.top_k = n;
     params.apply_top_p = true;
     params.top_p = std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
-    std::vector<float> x(row.size());
-    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
-    oracle().apply_top_k_top_p(x.data(), n, n, true, params.top_p, b.get(x.size()));
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
-    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
-    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast);
-    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+    expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
   }
 }
 
@@ -444,7 +451,6 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
 // token, and the same with the row split in chunks.
 TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsChecksTheGuessedBand) {
   std::mt19937_64 rng(29);
-  Scratch a, b;
   for (int trial = 0; trial < 72; ++trial) {
     const int64_t n = 40000 + static_cast<int64_t>(rng() % 20000);
     const float temperature = trial % 4 < 2 ? 1.0f : 0.7f;
@@ -474,14 +480,8 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsChecksTheGuessedBand) {
     params.top_p = kind == 2 && trial % 2
                        ? std::uniform_real_distribution<float>(0.99f, 0.999f)(rng)
                        : std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
-    std::vector<float> x(row.size());
-    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
-    oracle().apply_top_k_top_p(x.data(), n, n, true, params.top_p, b.get(x.size()));
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
-    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
-    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast);
-    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+    expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
   }
 }
 
