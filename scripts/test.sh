@@ -47,7 +47,7 @@ TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_determinism_tests --gtest
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_unit_tests --gtest_brief=1 \
   --gtest_filter='CustomProcessors.*:RequestBatch*:ThreadPool.*'
 
-echo "== ASan+UBSan build: unit (C API included), determinism and CLI error tests" >&2
+echo "== ASan+UBSan build: unit (C API included; the narrower targets AVX2 and SSE4), determinism and CLI error tests" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \
   -DLASTMILE_SANITIZE=address,undefined -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build-asan -j2 --target lastmile_unit_tests lastmile_determinism_tests lastmile_cli \
