@@ -521,7 +521,7 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
                             std::exp(static_cast<double>(range.to) - row.max) * inv_sum;
   if (static_cast<float>(below + band_bound) <= cut) return std::nullopt;
   size_t listed = 0;
-  auto list = [&](auto entry) {  // entry(id): the quotient, for one dtype (no switch per entry)
+  with_entries(src, dtype, [&](auto entry) {
     for (size_t word = 0; word * 64 < n; ++word) {
       uint64_t bits = 0;  // the bytes past the row's end are not the bitmap's: left 0
       if ((word + 1) * 64 <= n)
@@ -531,26 +531,10 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
       for (; bits != 0; bits &= bits - 1) {
         const size_t id = word * 64 + static_cast<size_t>(std::countr_zero(bits));
         ids[listed] = static_cast<int32_t>(id);
-        qs[listed++] = entry(id);
+        qs[listed++] = t == 1.0f ? entry(id) : entry(id) / t;
       }
     }
-  };
-  auto divided = [t](float v) { return t == 1.0f ? v : v / t; };
-  switch (dtype) {
-    case DType::f32:
-      list([&, x = static_cast<const float*>(src)](size_t i) { return divided(x[i]); });
-      break;
-    case DType::bf16:
-      list([&, x = static_cast<const uint16_t*>(src)](size_t i) {
-        return divided(bf16_to_f32(x[i]));
-      });
-      break;
-    case DType::f16:
-      list([&, x = static_cast<const uint16_t*>(src)](size_t i) {
-        return divided(f16_to_f32(x[i]));
-      });
-      break;
-  }
+  });
   if (listed == 0) return std::nullopt;
   TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
   if (range.to >= row.max) {  // the max may be in the band
@@ -587,13 +571,20 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
       count_b = count;
     }
   }
-  if (count_b - count_a > kNarrowed) {  // ties: the whole band
-    mask_band(
-        ids, listed, [qs](size_t i) { return qs[i]; },
-        [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below,
-        lo, hi, cut, top, scratch, mask_listed);
-  } else {
-    const float q_lo = from_orderable(a), q_hi = from_orderable(b);
+  // Ties left more than kNarrowed entries between two neighbouring floats: the whole band goes to
+  // mask_band instead, as itself.
+  const bool narrow = count_b - count_a <= kNarrowed;
+  if (!narrow) {
+    a = orderable(lo);
+    b = orderable(hi) + 1;
+    mass_a = 0;
+  }
+  const float q_lo = from_orderable(a), q_hi = from_orderable(b);
+  int32_t narrow_ids[kNarrowed];
+  float narrow_qs[kNarrowed];
+  uint32_t at[kNarrowed];  // each one's index in the band
+  size_t narrowed = 0;
+  if (narrow) {
     // Masked below q_lo, block by block (the list is in id order); [q_lo, q_hi) to the side.
     for (size_t block = 0, i = 0; block < row.blocks; ++block) {
       const auto end = static_cast<int32_t>(std::min(n, (block + 1) * row.block));
@@ -602,10 +593,6 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
       kept[block] -= cpu::sum_below(qs + i, last - i, q_lo, &unused) / inv_sum;
       i = last;
     }
-    int32_t narrow_ids[kNarrowed];
-    float narrow_qs[kNarrowed];
-    uint32_t at[kNarrowed];  // each one's index in the band
-    size_t narrowed = 0;
     // One compare of the bits (q >= 0: its bits order as it does), a branch rarely taken: two
     // comparisons made two branches, the first a coin toss (half the band lies below q_lo).
     const uint32_t bits_lo = std::bit_cast<uint32_t>(q_lo);
@@ -619,12 +606,14 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
       }
     }
     cpu::mask_below(qs, listed, q_lo);  // -inf: masked (q < 0)
-    mask_band(
-        narrow_ids, narrowed, [&](size_t i) { return narrow_qs[i]; },
-        [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(narrow_ids[i]), t); },
-        below + mass_a, q_lo, from_orderable(b - 1), cut, top, scratch,
-        [&](size_t i) { mask_listed(at[i]); });
   }
+  const int32_t* const band_ids = narrow ? narrow_ids : ids;
+  const float* const band_qs = narrow ? narrow_qs : qs;
+  mask_band(
+      band_ids, narrow ? narrowed : listed, [band_qs](size_t i) { return band_qs[i]; },
+      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(band_ids[i]), t); },
+      below + mass_a, q_lo, from_orderable(b - 1), cut, top, scratch,
+      [&](size_t i) { mask_listed(narrow ? at[i] : i); });
   auto kept_at = [from = range.from](const float* values, const float* weights, size_t i) {
     return weights[i] != 0.0f && values[i] >= from;
   };

@@ -39,21 +39,25 @@ inline RowChunks row_chunks(size_t n, size_t block) {
   return {(n + size - 1) / size, size, n};
 }
 
-// Entry i of a caller's row src divided by t (t = 1: not divided), in float32: the same bits
-// as the vector passes (the widening is exact, the division IEEE).
-inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
-  float v = 0;
+// fn(entry), where entry(i) is entry i of a caller's row src of `dtype` in float32 (the widening
+// is exact): one switch on the dtype for a loop over many entries, not one per entry.
+template <class Fn>
+auto with_entries(const void* src, DType dtype, Fn fn) {
   switch (dtype) {
-    case DType::f32:
-      v = static_cast<const float*>(src)[i];
-      break;
     case DType::bf16:
-      v = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
-      break;
+      return fn([x = static_cast<const uint16_t*>(src)](size_t i) { return bf16_to_f32(x[i]); });
     case DType::f16:
-      v = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return fn([x = static_cast<const uint16_t*>(src)](size_t i) { return f16_to_f32(x[i]); });
+    case DType::f32:
       break;
   }
+  return fn([x = static_cast<const float*>(src)](size_t i) { return x[i]; });
+}
+
+// Entry i of a caller's row src divided by t (t = 1: not divided), in float32: the same bits
+// as the vector passes (the division is IEEE).
+inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
+  const float v = with_entries(src, dtype, [i](auto entry) { return entry(i); });
   return t == 1.0f ? v : v / t;
 }
 
