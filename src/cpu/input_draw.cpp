@@ -777,7 +777,7 @@ size_t top_k_group_size(size_t n, int64_t k) {
 // the row, where a sampled threshold listed hundreds of entries from a compress of all of it.
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, SortScratch scratch, size_t* candidates,
-                                           const ParallelFor& parallel) {
+                                           const ParallelFor& parallel, float* listed_from) {
   const size_t group = top_k_group_size(n, k);
   if (group == 0) return std::nullopt;
   float maxima[kMaxGroups];
@@ -795,6 +795,7 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
   // Fewer than k listed cannot happen on a checked row; declining keeps a broken list harmless.
   if (listed == kNotListed || listed < static_cast<size_t>(k)) return std::nullopt;
   *candidates = listed;
+  if (listed_from != nullptr) *listed_from = kth_max;
   return kth_listed(scratch, listed, static_cast<size_t>(k));
 }
 

@@ -95,10 +95,12 @@ void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxim
 // it up to the whole row) and hold the k largest, listed in scratch (id order, *candidates of
 // them) for the selection. nullopt when k is large for the row's groups, the row is over 2^20,
 // or it holds NaN / +inf (or a quotient that overflows): then kth_largest's sampled threshold
-// decides (and declines a bad row).
+// decides (and declines a bad row). *listed_from, if asked: the threshold listed from (every
+// quotient >= it is listed).
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, SortScratch scratch, size_t* candidates,
-                                           const ParallelFor& parallel);
+                                           const ParallelFor& parallel,
+                                           float* listed_from = nullptr);
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
                              double u, SortScratch scratch, const ParallelFor& parallel);

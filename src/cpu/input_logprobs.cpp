@@ -12,8 +12,10 @@
 #include "cpu/input_logprobs.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "cpu/input_draw.hpp"
 #include "cpu/kernels.hpp"
@@ -71,27 +73,55 @@ int64_t count_blocks_at_least(const void* src, DType dtype, size_t n, const Bloc
   return count;
 }
 
+// The k-th largest of the maxima, 1 <= k <= maxima.blocks.
+float kth_largest_block_max(const BlockMaxima& maxima, size_t k) {
+  std::array<float, kMaxBlocks> block_max{};  // zeroed: GCC 12 cannot see the copy fill [0, k)
+  std::copy(maxima.max, maxima.max + maxima.blocks, block_max.begin());
+  std::nth_element(block_max.begin(), block_max.begin() + static_cast<ptrdiff_t>(k - 1),
+                   block_max.begin() + static_cast<ptrdiff_t>(maxima.blocks),
+                   std::greater<float>());
+  return block_max[k - 1];
+}
+
 // The k largest values of the caller's row. Each block max is an entry, so the k-th largest of
 // them, m, has k entries at or above it: the k largest entries are >= m, in the blocks whose max
-// reaches m (about k blocks, not the row). The k-th largest entry x_k is selected among those;
-// the k largest values are the entries >= the smallest float whose value reaches values(x_k)
-// (x_k itself unless rounding ties lower entries with it: then listed again from there).
+// reaches m (about k blocks, not the row). With fewer blocks than k (20 logprobs of a 32k row,
+// 64 of a 128k one), the same by finer groups, their maxima from one more max pass, or for a k
+// large for those too, a sampled threshold: the blocks alone gave no m and listed the whole row
+// (a greedy 32k row with 20 logprobs took 260 us, not 19). The k-th largest entry x_k is selected
+// among those; the k largest values are the entries >= the smallest float whose value reaches
+// values(x_k) (x_k itself unless rounding ties lower entries with it: then listed again from
+// there).
 void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
                      const BlockMaxima& maxima, int64_t k, TokenId* ids, float* out,
-                     SortScratch scratch) {
+                     SortScratch scratch, const ParallelFor& parallel) {
   const auto kk = static_cast<size_t>(k);
-  float floor = kNegInf;
+  float floor = kNegInf;  // every entry >= it is listed
+  size_t listed = 0;
+  std::optional<float> kth;
   if (maxima.blocks >= kk) {
-    float block_max[kMaxBlocks];
-    std::copy(maxima.max, maxima.max + maxima.blocks, block_max);
-    std::nth_element(block_max, block_max + kk - 1, block_max + maxima.blocks,
-                     std::greater<float>());
-    floor = block_max[kk - 1];
+    floor = kth_largest_block_max(maxima, kk);
+    listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
+  } else {
+    kth = kth_largest_by_groups(src, dtype, n, 1.0f, k, scratch, &listed, parallel, &floor);
+    if (!kth) {  // k large for the groups too (over a quarter of them): a sampled threshold
+      kth = kth_largest(
+          static_cast<int64_t>(n), k, scratch, &listed,
+          [&](int64_t i) {
+            const float x = entry(src, dtype, static_cast<size_t>(i));
+            return std::isnan(x) ? kNegInf : x;  // the samples' selection needs an order
+          },
+          [&](float threshold) {
+            floor = threshold;
+            const size_t count = list_blocks_at_least(src, dtype, n, maxima, threshold, scratch);
+            return threshold == kNegInf && count < kk ? kNotListed : count;  // NaN: give up
+          });
+    }
+    if (!kth) listed = list_blocks_at_least(src, dtype, n, maxima, floor = kNegInf, scratch);
   }
-  size_t listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
   if (listed < kk)  // only an unchecked row (NaN compares false): show what there is
     return top_n_of_list(src, dtype, values, listed, kNegInf, k, ids, out, scratch);
-  const float v = values(kth_listed(scratch, listed, kk));
+  const float v = values(kth ? *kth : kth_listed(scratch, listed, kk));
   const float from = smallest_with_value_at_least(values, v);
   if (from < floor) listed = list_blocks_at_least(src, dtype, n, maxima, from, scratch);
   top_n_of_list(src, dtype, values, listed, v, k, ids, out, scratch);
@@ -154,7 +184,7 @@ RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, 
   const float v = values(entry(src, dtype, static_cast<size_t>(token_id)));
   const int64_t rank =
       count_blocks_at_least(src, dtype, size, maxima, smallest_with_value_at_least(values, v));
-  if (k > 0) top_n_by_blocks(src, dtype, size, values, maxima, k, ids, out, scratch);
+  if (k > 0) top_n_by_blocks(src, dtype, size, values, maxima, k, ids, out, scratch, parallel);
   return {values, rank};
 }
 

@@ -663,32 +663,50 @@ TEST_P(BackendKernels, RawValuesRankAndOrderByValueThenId) {
   }
 }
 
-// A top-N answer can lie below every entry a fast path reads first: the third largest logit a
-// (block 3) and a' one float step below it (block 0, lower id) map to one value under
-// log_softmax's rounding, so the third largest value goes to a', by id. The cpu backend lists
-// the blocks whose max reaches the k-th largest block max (a): a' is in a block below that.
-TEST_P(BackendKernels, RawTopNFindsARoundingTieBelowTheBlocksReadFirst) {
-  if (n() < 4 * 2048) GTEST_SKIP() << "needs four blocks of 2048 tokens";
-  const TokenId top = 2048 + 5, second = 2 * 2048 + 5, third = 3 * 2048 + 5, below = 7;
+// A top-N answer can lie below every entry a fast path reads first: the k-th largest logit a
+// and a' one float step below it (token 7, a lower id) map to one value under log_softmax's
+// rounding, so the k-th largest value goes to a', by id. The k - 1 larger logits and a sit
+// `stride` tokens apart, a' below them all: the cpu backend lists the blocks (or, with fewer
+// blocks than k, the groups of 64) whose max reaches the k-th largest max, a, and a' is in one
+// below it.
+void expect_rounding_tie_found(const lastmile::detail::Backend& backend, int64_t n, int64_t k,
+                               TokenId stride, lastmile::detail::SortScratch scratch) {
+  const TokenId below = 7;
+  const TokenId kth_at = static_cast<TokenId>(k) * stride + 5;
   float a = -1.5f;
   for (int attempt = 0; attempt < 64; ++attempt, a = std::nextafter(a, -2.0f)) {
-    std::vector<float> x(static_cast<size_t>(n()), -30.0f);
-    x[top] = 0.0f;
-    x[second] = -1.0f;
-    x[third] = a;
+    std::vector<float> x(static_cast<size_t>(n), -30.0f);
+    std::vector<TokenId> expected;
+    for (int64_t r = 1; r < k; ++r) {  // 0, -1 / k, ..., above -1
+      const TokenId at = static_cast<TokenId>(r) * stride + 5;
+      x[static_cast<size_t>(at)] = -static_cast<float>(r - 1) / static_cast<float>(k);
+      expected.push_back(at);
+    }
+    expected.push_back(below);
+    x[static_cast<size_t>(kth_at)] = a;
     x[below] = std::nextafter(a, -2.0f);
-    const int64_t k = 3;
-    std::vector<TokenId> ids(k, -1);
-    std::vector<float> out(k, 0.0f);
-    const lastmile::detail::RawLogprobs raw = backend().input_raw_logprobs(
-        x.data(), lastmile::DType::f32, n(), true, third, k, ids.data(), out.data(), scratch());
+    std::vector<TokenId> ids(static_cast<size_t>(k), -1);
+    std::vector<float> out(static_cast<size_t>(k), 0.0f);
+    const lastmile::detail::RawLogprobs raw = backend.input_raw_logprobs(
+        x.data(), lastmile::DType::f32, n, true, kth_at, k, ids.data(), out.data(), scratch);
     if (raw.values(x[below]) != raw.values(a)) continue;  // this a's pair did not merge
-    EXPECT_EQ(ids, (std::vector<TokenId>{top, second, below}));
-    EXPECT_EQ(out[2], raw.values(a));
-    EXPECT_EQ(raw.rank, 4);
+    EXPECT_EQ(ids, expected) << "k " << k;
+    EXPECT_EQ(out.back(), raw.values(a)) << "k " << k;
+    EXPECT_EQ(raw.rank, k + 1) << "k " << k;
     return;
   }
-  FAIL() << "no logit pair merged by rounding";
+  FAIL() << "no logit pair merged by rounding (k " << k << ")";
+}
+
+TEST_P(BackendKernels, RawTopNFindsARoundingTieBelowTheBlocksReadFirst) {
+  if (n() < 4 * 2048) GTEST_SKIP() << "needs four blocks of 2048 tokens";
+  expect_rounding_tie_found(backend(), n(), 3, 2048, scratch());
+}
+
+// The same with more logprobs than the row has blocks (32001 tokens: 16 blocks, 20 logprobs).
+TEST_P(BackendKernels, RawTopNFindsARoundingTieBelowTheGroupsReadFirst) {
+  if (n() < 22 * 64 || n() >= 20 * 2048) GTEST_SKIP() << "needs 22 groups and under 20 blocks";
+  expect_rounding_tie_found(backend(), n(), 20, 64, scratch());
 }
 
 INSTANTIATE_TEST_SUITE_P(AwkwardSizes, BackendKernels,
