@@ -790,13 +790,24 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
         return cpu::compress_at_least(maxima, static_cast<size_t>(groups), threshold, false,
                                       scratch.ids.data(), scratch.values.data());
       });
-  const size_t listed =
-      list_scaled_at_least(src, dtype, n, t, kth_max, scratch, parallel, {maxima, group});
+  const auto kk = static_cast<size_t>(k);
+  // Fewer than k groups hold a finite quotient (a masked row: a processed top-k, top-p or min-p
+  // row shown with more logprobs than it keeps): from -inf the whole row would be listed and
+  // selected, so the finite ones first.
+  const float from =
+      kth_max == kNegInf && listed_from != nullptr ? std::numeric_limits<float>::lowest() : kth_max;
+  size_t listed = list_scaled_at_least(src, dtype, n, t, from, scratch, parallel, {maxima, group});
+  if (listed == kNotListed) return std::nullopt;
+  if (listed < kk && from > kNegInf) {  // fewer than k finite: the k-th is -inf
+    *candidates = listed;
+    *listed_from = from;
+    return kNegInf;
+  }
   // Fewer than k listed cannot happen on a checked row; declining keeps a broken list harmless.
-  if (listed == kNotListed || listed < static_cast<size_t>(k)) return std::nullopt;
+  if (listed < kk) return std::nullopt;
   *candidates = listed;
-  if (listed_from != nullptr) *listed_from = kth_max;
-  return kth_listed(scratch, listed, static_cast<size_t>(k));
+  if (listed_from != nullptr) *listed_from = from;
+  return kth_listed(scratch, listed, kk);
 }
 
 namespace {

@@ -96,7 +96,9 @@ void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxim
 // them) for the selection. nullopt when k is large for the row's groups, the row is over 2^20,
 // or it holds NaN / +inf (or a quotient that overflows): then kth_largest's sampled threshold
 // decides (and declines a bad row). *listed_from, if asked: the threshold listed from (every
-// quotient >= it is listed).
+// quotient >= it is listed). A caller that asks also takes, when fewer than k quotients are
+// finite (a masked row), a k-th of -inf with only the finite ones listed (*listed_from the
+// lowest float), where the others get the whole row.
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, SortScratch scratch, size_t* candidates,
                                            const ParallelFor& parallel,

@@ -32,10 +32,16 @@ float smallest_with_value_at_least(RawValues values, float v) {
 float entry(const void* src, DType dtype, size_t i) { return scaled_entry(src, dtype, i, 1.0f); }
 
 // The k largest values among `listed` entries of scratch (which hold every entry whose value is
-// >= v, and at least k of them), descending, equal values by ascending id.
-void top_n_of_list(const void* src, DType dtype, RawValues values, size_t listed, float v,
-                   int64_t k, TokenId* ids, float* out, SortScratch scratch) {
-  const size_t shown = largest_listed(scratch, listed, values, v, k, ids);
+// >= v, and at least k of them), descending, equal values by ascending id. With `finite_listed`
+// (scratch holds every entry of finite value, fewer than k), the finite values, then the entries
+// whose value is -inf by id.
+void top_n_of_list(const void* src, DType dtype, size_t n, RawValues values, size_t listed, float v,
+                   int64_t k, TokenId* ids, float* out, SortScratch scratch,
+                   bool finite_listed = false) {
+  if (finite_listed) v = std::numeric_limits<float>::lowest();
+  size_t shown = largest_listed(scratch, listed, values, v, k, ids);
+  for (size_t i = 0; finite_listed && shown < static_cast<size_t>(k) && i < n; ++i)
+    if (values(entry(src, dtype, i)) == kNegInf) ids[shown++] = static_cast<TokenId>(i);
   for (size_t i = 0; i < static_cast<size_t>(k); ++i) {  // shown < k only on an unchecked row
     if (i >= shown) ids[i] = 0;
     out[i] = i < shown ? values(entry(src, dtype, static_cast<size_t>(ids[i]))) : kNegInf;
@@ -105,6 +111,7 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   } else {
     kth = kth_largest_by_groups(src, dtype, n, 1.0f, k, scratch, &listed, parallel, &floor);
     if (!kth) {  // k large for the groups too (over a quarter of them): a sampled threshold
+      size_t finite = kNotListed;  // fewer than k finite entries, all listed
       kth = kth_largest(
           static_cast<int64_t>(n), k, scratch, &listed,
           [&](int64_t i) {
@@ -112,19 +119,27 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
             return std::isnan(x) ? kNegInf : x;  // the samples' selection needs an order
           },
           [&](float threshold) {
-            floor = threshold;
-            const size_t count = list_blocks_at_least(src, dtype, n, maxima, threshold, scratch);
-            return threshold == kNegInf && count < kk ? kNotListed : count;  // NaN: give up
+            // From -inf the finite ones first, as kth_largest_by_groups does.
+            floor = threshold == kNegInf ? std::numeric_limits<float>::lowest() : threshold;
+            const size_t count = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
+            if (threshold > kNegInf || count >= kk) return count;
+            finite = count;
+            return kNotListed;
           });
+      if (!kth && finite != kNotListed) {
+        kth = kNegInf;
+        listed = finite;
+      }
     }
     if (!kth) listed = list_blocks_at_least(src, dtype, n, maxima, floor = kNegInf, scratch);
   }
-  if (listed < kk)  // only an unchecked row (NaN compares false): show what there is
-    return top_n_of_list(src, dtype, values, listed, kNegInf, k, ids, out, scratch);
+  if (listed < kk)  // fewer than k finite (then only those listed), or an unchecked row
+    return top_n_of_list(src, dtype, n, values, listed, kNegInf, k, ids, out, scratch,
+                         kth == kNegInf && floor > kNegInf);
   const float v = values(kth ? *kth : kth_listed(scratch, listed, kk));
   const float from = smallest_with_value_at_least(values, v);
   if (from < floor) listed = list_blocks_at_least(src, dtype, n, maxima, from, scratch);
-  top_n_of_list(src, dtype, values, listed, v, k, ids, out, scratch);
+  top_n_of_list(src, dtype, n, values, listed, v, k, ids, out, scratch);
 }
 
 RawValues log_softmax_map(float max, double total) {

@@ -210,6 +210,51 @@ TEST(CpuBackendProperty, TopNRankArgmaxAndDrawEqualTheOracle) {
   }
 }
 
+// A masked row (a processed top-k, top-p or min-p row) shown with more logprobs than it keeps:
+// the top-N is its finite entries, then -inf ones by ascending id, as the oracle's, in the
+// processed modes (top_n of the working row) and the raw ones (the caller's row, every dtype).
+// Rows long enough for top-N by groups (k up to a quarter of them) and a sampled threshold past
+// that; 0 to k - 1 finite entries with ties.
+TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID) {
+  std::mt19937_64 rng(23);
+  Scratch a, b;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t n = trial % 2 ? 32000 : 40000 + static_cast<int64_t>(rng() % 100000);
+    const int64_t k = trial % 3 == 0 ? 200 : 20;
+    std::vector<float> x(static_cast<size_t>(n), -kInf);
+    const auto finite = static_cast<int64_t>(rng() % static_cast<uint64_t>(k));
+    std::normal_distribution<float> logit(0.0f, 2.0f);
+    for (int64_t i = 0; i < finite; ++i)
+      x[rng() % x.size()] = i % 4 == 3 ? 1.5f : logit(rng);  // some ties at 1.5
+    std::vector<TokenId> ids_fast(static_cast<size_t>(k)), ids_slow(static_cast<size_t>(k));
+    std::vector<float> values_fast(static_cast<size_t>(k)), values_slow(static_cast<size_t>(k));
+    cpu().top_n(x.data(), n, k, ids_fast.data(), values_fast.data(), a.get(x.size()));
+    oracle().top_n(x.data(), n, k, ids_slow.data(), values_slow.data(), b.get(x.size()));
+    EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " finite " << finite;
+    EXPECT_EQ(values_fast, values_slow) << "trial " << trial;
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(x, dtype, halves, 1.0f);
+    for (const bool log_softmax : {true, false}) {
+      const auto token = static_cast<TokenId>(rng() % static_cast<uint64_t>(n));
+      const auto slow =
+          oracle().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_slow.data(),
+                                      values_slow.data(), b.get(x.size()));
+      const auto fast =
+          cpu().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_fast.data(),
+                                   values_fast.data(), a.get(x.size()));
+      EXPECT_EQ(fast.rank, slow.rank) << "trial " << trial;
+      EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " log_softmax " << log_softmax;
+      for (size_t i = 0; i < ids_fast.size(); ++i) {  // the log-sums agree within 1e-5
+        if (values_slow[i] == -kInf)
+          EXPECT_EQ(values_fast[i], -kInf) << "trial " << trial << " rank " << i;
+        else
+          EXPECT_NEAR(values_fast[i], values_slow[i], 1e-5f) << "trial " << trial << " rank " << i;
+      }
+    }
+  }
+}
+
 const lastmile::detail::ParallelFor kSerial{};
 
 // The draw straight from a caller's row (no working row) against the oracle's steps on the same
