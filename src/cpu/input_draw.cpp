@@ -140,6 +140,35 @@ TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, si
   return last_kept;  // rounding left the target at the very end
 }
 
+// The oracle's walk over `listed` entries (ids, values in id order, max their largest) whose list
+// is long, by blocks as walk_from does with the vector exp: one sum pass locates the block
+// holding u * total, then its chunks are weighted again. std::exp entry by entry, twice over the
+// list, took 1.3 ms of a 128k N(0, 1) row with min_p 0.001 (it keeps 99% of the row).
+TokenId draw_over_long_list(size_t listed, const int32_t* ids, const float* values, float max,
+                            double u) {
+  const size_t block = block_size(static_cast<int64_t>(listed));
+  double sums[kMaxBlocks];
+  const double target = u * cpu::exp_block_sums(values, listed, max, block, sums);
+  double cumulative = 0;
+  size_t start = 0;
+  for (size_t b = 0; start + block < listed && cumulative + sums[b] <= target; ++b, start += block)
+    cumulative += sums[b];
+  float weights[kChunk];
+  TokenId last_kept = 0;
+  for (; start < listed; start += kChunk) {
+    const size_t count = std::min(kChunk, listed - start);
+    double unused;
+    cpu::exp_with_block_sums(values + start, weights, count, max, count, &unused);
+    for (size_t i = 0; i < count; ++i) {
+      if (weights[i] == 0.0f) continue;
+      cumulative += weights[i];
+      last_kept = ids[start + i];
+      if (cumulative > target) return last_kept;
+    }
+  }
+  return last_kept;  // rounding left the target at the very end
+}
+
 // The softmax statistics of the whole row src / t in one read: block maxima and sums, the sums
 // rescaled to the row's max. False: a NaN / +inf, or a vocabulary over 2^20 (blocks larger than
 // the stack buffer).
@@ -325,6 +354,8 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     if (listed == kNotListed) return kNoInputDraw;
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
+    constexpr size_t kLongList = 4096;
+    if (kept > kLongList) return draw_over_long_list(kept, scratch.ids.data(), values, row.max, u);
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
   }
   const double target = u * row.total;

@@ -244,6 +244,17 @@ TEST(Distribution, MinP) {
   expect_fits(c, 505);
 }
 
+// Seed 808; vocab 10000, logits uniform in [-2, 2]; min_p = 0.1 keeps those above -0.30, about
+// 5750: a list long enough for the cpu backend's blocked walk with the vector exp.
+TEST(Distribution, MinPKeepingALongList) {
+  Case c = base_case(10000, 9, -2.0f, 2.0f);
+  c.params.min_p = 0.1f;
+  const int64_t masked = masked_tokens(c);
+  ASSERT_GT(masked, 3000);
+  ASSERT_LT(masked, 10000 - 4096 - 100);
+  expect_fits(c, 808);
+}
+
 // Seed 606; vocab 60; repetition 1.4, frequency 0.3, presence 0.5 over a prompt and an output.
 TEST(Distribution, Penalties) {
   Case c = base_case(60, 7, -2.0f, 2.0f);

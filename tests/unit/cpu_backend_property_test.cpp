@@ -256,6 +256,39 @@ TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID)
 }
 
 const lastmile::detail::ParallelFor kSerial{};
+// min_p on flat rows (N(0, 1) and N(0, 2)) keeps thousands of tokens: drawn from the caller's
+// row by blocks with the vector exp, the token is the oracle's steps' unless u sits within 1e-6
+// of a CDF step, never a masked one, and the same whichever order the chunks run in.
+TEST(CpuBackendProperty, MinPOnAFlatRowDrawsFromItsLongList) {
+  std::mt19937_64 rng(29);
+  Scratch a, b;
+  int long_lists = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const int64_t n = std::array<int64_t, 3>{6000, 40000, 128256}[trial % 3];
+    std::normal_distribution<float> logit(0.0f, trial % 2 ? 2.0f : 1.0f);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = logit(rng);
+    const auto dtype = static_cast<lastmile::DType>(trial % 3 == 0 ? 0 : rng() % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 1.0f);
+    lastmile::detail::DrawParams params;
+    params.top_k = n;
+    params.temperature = trial % 4 == 0 ? 0.8f : 1.0f;
+    params.min_p = std::array<float, 3>{0.001f, 0.01f, 0.05f}[rng() % 3];
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    oracle().apply_min_p(x.data(), n, params.min_p);
+    long_lists += std::count_if(x.begin(), x.end(), [](float v) { return v != -kInf; }) > 4096;
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+        << "trial " << trial;
+    ASSERT_NE(x[fast], -kInf) << "trial " << trial << ": drew a masked token";
+    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+  }
+  EXPECT_GT(long_lists, 40);  // 52 of them
+}
 
 // The draw straight from a caller's row (no working row) against the oracle's steps on the same
 // row: convert, divide, min_p, top-k / top-p, draw. Every dtype, temperatures 1 and not, the
