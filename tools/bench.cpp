@@ -204,6 +204,9 @@ std::vector<Scenario> all_scenarios(int threads) {
                  threads,
                  [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                  {}});
+  // vLLM's default max_logprobs at a 32k vocabulary: more logprobs than the row has blocks.
+  s.push_back({"logprobs20_v32000", 64, 32000, DType::f32, false, threads,
+               [](int64_t, BatchRequest& r, auto&) { topk_topp(r); }, 20});
   for (int64_t h : {0, 32000}) {
     Scenario st{"stateful_history_" + std::to_string(h / 1000) + "k",
                 8,
