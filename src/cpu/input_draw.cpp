@@ -144,6 +144,7 @@ TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, si
 // is long, by blocks as walk_from does with the vector exp: one sum pass locates the block
 // holding u * total, then its chunks are weighted again. std::exp entry by entry, twice over the
 // list, took 1.3 ms of a 128k N(0, 1) row with min_p 0.001 (it keeps 99% of the row).
+constexpr size_t kLongList = 4096;  // lists up to it keep the oracle's walk (draw_over_list)
 TokenId draw_over_long_list(size_t listed, const int32_t* ids, const float* values, float max,
                             double u) {
   const size_t block = block_size(static_cast<int64_t>(listed));
@@ -354,7 +355,6 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     if (listed == kNotListed) return kNoInputDraw;
     const size_t kept = keep_at_least(scratch, listed, from);
     const float* values = scratch.values.data();
-    constexpr size_t kLongList = 4096;
     if (kept > kLongList) return draw_over_long_list(kept, scratch.ids.data(), values, row.max, u);
     return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
   }
@@ -882,6 +882,9 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
     }
   }
   const float* values = scratch.values.data();
+  // Top-k in the thousands: by blocks (an all -inf list goes on to the oracle's token 0).
+  const float max = kept > kLongList ? *std::max_element(values, values + kept) : kNegInf;
+  if (max > kNegInf) return draw_over_long_list(kept, scratch.ids.data(), values, max, u);
   return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
 }
 

@@ -5,13 +5,17 @@
 
 namespace lastmile::detail::cpu_selection {
 
+// Every entry is copied and the count advanced by the test (kept <= i, so nothing unread is
+// overwritten): a branch on it mispredicted on lists of which about half is kept (top-k 20000
+// lists about 40000 candidates).
 size_t keep_at_least(SortScratch scratch, size_t candidates, float kth) {
   size_t kept = 0;
-  for (size_t i = 0; i < candidates; ++i)
-    if (scratch.values[i] >= kth) {
-      scratch.ids[kept] = scratch.ids[i];
-      scratch.values[kept++] = scratch.values[i];
-    }
+  for (size_t i = 0; i < candidates; ++i) {
+    const float value = scratch.values[i];
+    scratch.ids[kept] = scratch.ids[i];
+    scratch.values[kept] = value;
+    kept += value >= kth;
+  }
   return kept;
 }
 
