@@ -41,8 +41,9 @@ struct SortScratch {
   std::span<double> histogram;  // kHistogramSize entries (the cpu backend's top-p masses)
 };
 
-// Entries of SortScratch::histogram: two histograms of 64 buckets per octave of [0, 1].
-inline constexpr size_t kHistogramSize = 2 * ((0x3f800000u >> 17) + 1);
+// Entries of SortScratch::histogram: 64 buckets per octave of [0, 1] (a probability's float
+// bits >> 17, from 0 to those of 1.0), the cpu backend's mask_band.
+inline constexpr size_t kHistogramSize = (0x3f800000u >> 17) + 1;
 
 // What a random row samples with after temperature (spec §8, §9), for Backend::draw_from_input.
 struct DrawParams {

@@ -196,7 +196,7 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
   constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
   auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kShift; };
   const uint32_t first_key = key(lo);
-  const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;
+  const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;  // <= kHistogramSize
   double* const mass = scratch.histogram.data();
   std::fill(mass, mass + buckets, 0.0);
   for (size_t i = 0; i < count; ++i) mass[key(q_at(i)) - first_key] += q_at(i);
