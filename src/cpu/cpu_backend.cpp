@@ -213,8 +213,10 @@ class CpuBackend final : public Backend {
     // Fewer than k finite entries, and only those listed: the -inf ones follow, by id.
     for (int64_t i = 0; shown < k && listed_from > kNegInf && i < n; ++i)
       if (x[i] == kNegInf) ids[shown++] = static_cast<TokenId>(i);
-    for (int64_t i = 0; i < k; ++i)
-      values[i] = x[ids[i]];  // the row's own value (a key cannot tell -0 from +0)
+    for (int64_t i = 0; i < k; ++i) {  // shown < k only on an unchecked row (NaN)
+      if (i >= shown) ids[i] = 0;
+      values[i] = i < shown ? x[ids[i]] : kNegInf;  // the row's own (a key cannot tell -0, +0)
+    }
   }
 
  private:

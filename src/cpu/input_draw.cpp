@@ -829,7 +829,7 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
       kth_max == kNegInf && listed_from != nullptr ? std::numeric_limits<float>::lowest() : kth_max;
   size_t listed = list_scaled_at_least(src, dtype, n, t, from, scratch, parallel, {maxima, group});
   if (listed == kNotListed) return std::nullopt;
-  if (listed < kk && from > kNegInf) {  // fewer than k finite: the k-th is -inf
+  if (listed < kk && from > kth_max) {  // fewer than k finite (listed_from asked): the k-th is -inf
     *candidates = listed;
     *listed_from = from;
     return kNegInf;

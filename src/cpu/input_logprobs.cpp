@@ -107,6 +107,8 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   std::optional<float> kth;
   if (maxima.blocks >= kk) {
     floor = kth_largest_block_max(maxima, kk);
+    // Fewer than k blocks hold a finite entry (a masked row): the finite ones first, not the row.
+    if (floor == kNegInf) floor = std::numeric_limits<float>::lowest();
     listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
   } else {
     kth = kth_largest_by_groups(src, dtype, n, 1.0f, k, scratch, &listed, parallel, &floor);
@@ -133,9 +135,11 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
     }
     if (!kth) listed = list_blocks_at_least(src, dtype, n, maxima, floor = kNegInf, scratch);
   }
-  if (listed < kk)  // fewer than k finite (then only those listed), or an unchecked row
+  // Fewer than k listed: fewer than k finite entries, every one listed (floor finite: a finite
+  // floor that is a k-th largest max lists k or more), or an unchecked row.
+  if (listed < kk)
     return top_n_of_list(src, dtype, n, values, listed, kNegInf, k, ids, out, scratch,
-                         kth == kNegInf && floor > kNegInf);
+                         floor > kNegInf);
   const float v = values(kth ? *kth : kth_listed(scratch, listed, kk));
   const float from = smallest_with_value_at_least(values, v);
   if (from < floor) listed = list_blocks_at_least(src, dtype, n, maxima, from, scratch);

@@ -51,7 +51,8 @@ inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
 // threshold expected to keep about 2k entries (plus a margin); compress(threshold) lists every
 // entry >= it in scratch.ids / values (id order) and returns how many, or kNotListed to give up
 // (nullopt). The k-th is selected among them; the threshold drops until at least k pass (-inf
-// keeps all). *candidates: how many are listed. Selection, not sorting, on the samples too.
+// keeps all; nullopt if fewer than k pass even then, as on a row holding NaN). *candidates: how
+// many are listed. Selection, not sorting, on the samples too.
 template <class Sample, class Compress>
 std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size_t* candidates,
                                  Sample sample, Compress compress) {
@@ -87,6 +88,7 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
       *candidates = count;
       return kth_listed(scratch, count, static_cast<size_t>(k));
     }
+    if (threshold == kNegInf) return std::nullopt;  // fewer than k pass at all: NaN among them
     j = j * 4 + 16;
   }
 }

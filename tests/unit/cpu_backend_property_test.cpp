@@ -256,6 +256,29 @@ TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID)
 }
 
 const lastmile::detail::ParallelFor kSerial{};
+// Rows reach top-N checked, but one that was not (NaN in most entries) must still give ids in
+// the row and no read outside it, in both modes: processed (top_n) and raw (the caller's row).
+TEST(CpuBackendProperty, TopNOfAnUncheckedRowStaysInTheRow) {
+  Scratch a;
+  for (const int64_t n : {40, 40000}) {
+    std::vector<float> x(static_cast<size_t>(n), std::numeric_limits<float>::quiet_NaN());
+    x[3] = 1.0f;
+    x[static_cast<size_t>(n) - 2] = -kInf;
+    const int64_t k = 20;
+    std::vector<TokenId> ids(static_cast<size_t>(k), 123456789);
+    std::vector<float> values(static_cast<size_t>(k));
+    cpu().top_n(x.data(), n, k, ids.data(), values.data(), a.get(x.size()));
+    for (TokenId id : ids) EXPECT_TRUE(id >= 0 && id < n) << "n " << n << " id " << id;
+    EXPECT_EQ(ids[0], 3);
+    for (const bool log_softmax : {true, false}) {
+      std::fill(ids.begin(), ids.end(), 123456789);
+      cpu().input_raw_logprobs(x.data(), lastmile::DType::f32, n, log_softmax, 3, k, ids.data(),
+                               values.data(), a.get(x.size()));
+      for (TokenId id : ids) EXPECT_TRUE(id >= 0 && id < n) << "n " << n << " id " << id;
+    }
+  }
+}
+
 // min_p on flat rows (N(0, 1) and N(0, 2)) keeps thousands of tokens: drawn from the caller's
 // row by blocks with the vector exp, the token is the oracle's steps' unless u sits within 1e-6
 // of a CDF step, never a masked one, and the same whichever order the chunks run in.
