@@ -243,9 +243,7 @@ class CpuBackend final : public Backend {
     const double target = u * (weights_ready ? cpu::unmasked_block_sums(x, ready, size, block, sums)
                                              : cpu::exp_block_sums(x, size, max, block, sums));
     double cumulative = 0;
-    size_t start = 0;
-    for (size_t b = 0; start + block < size && cumulative + sums[b] <= target; ++b, start += block)
-      cumulative += sums[b];
+    size_t start = block_holding(sums, size, block, target, &cumulative);
     float computed[2048];  // block_size: 2048 up to 2^20 entries; larger rows use scratch
     float* w = block <= 2048 && !weights_ready ? computed : scratch.values.data();
     TokenId last_kept = 0;

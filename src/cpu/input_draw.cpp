@@ -119,25 +119,38 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
 
 namespace {
 
-// The oracle's walk from block `start` on, each chunk converted and weighted with the vector exp
-// (the weights the block sums were made of), until the cumulative sum passes target.
-TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, size_t start,
-                  double cumulative, double target) {
-  float values[kChunk], weights[kChunk];
+// The oracle's walk over entries [start, n), kChunk at a time, weighted with the vector exp (the
+// weights the block sums were made of), until the cumulative sum passes target: chunk(from,
+// count) gives the entries' values (<= max), id(i) entry i's token.
+template <class Chunk, class Id>
+TokenId walk_chunks(size_t n, float max, size_t start, double cumulative, double target,
+                    Chunk chunk, Id id) {
+  float weights[kChunk];
   TokenId last_kept = 0;
   for (; start < n; start += kChunk) {
     const size_t count = std::min(kChunk, n - start);
-    load_scaled(src, dtype, start, count, t, values);  // checked by the statistics pass
     double unused;
-    cpu::exp_with_block_sums(values, weights, count, max, count, &unused);
+    cpu::exp_with_block_sums(chunk(start, count), weights, count, max, count, &unused);
     for (size_t i = 0; i < count; ++i) {
       if (weights[i] == 0.0f) continue;
       cumulative += weights[i];
-      last_kept = static_cast<TokenId>(start + i);
+      last_kept = id(start + i);
       if (cumulative > target) return last_kept;
     }
   }
   return last_kept;  // rounding left the target at the very end
+}
+
+// walk_chunks over the caller's row src / t, each chunk converted on the way.
+TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, size_t start,
+                  double cumulative, double target) {
+  float values[kChunk];
+  auto converted = [&](size_t from, size_t count) {
+    load_scaled(src, dtype, from, count, t, values);  // checked by the statistics pass
+    return values;
+  };
+  return walk_chunks(n, max, start, cumulative, target, converted,
+                     [](size_t i) { return static_cast<TokenId>(i); });
 }
 
 // The oracle's walk over `listed` entries (ids, values in id order, max their largest) whose list
@@ -151,23 +164,10 @@ TokenId draw_over_long_list(size_t listed, const int32_t* ids, const float* valu
   double sums[kMaxBlocks];
   const double target = u * cpu::exp_block_sums(values, listed, max, block, sums);
   double cumulative = 0;
-  size_t start = 0;
-  for (size_t b = 0; start + block < listed && cumulative + sums[b] <= target; ++b, start += block)
-    cumulative += sums[b];
-  float weights[kChunk];
-  TokenId last_kept = 0;
-  for (; start < listed; start += kChunk) {
-    const size_t count = std::min(kChunk, listed - start);
-    double unused;
-    cpu::exp_with_block_sums(values + start, weights, count, max, count, &unused);
-    for (size_t i = 0; i < count; ++i) {
-      if (weights[i] == 0.0f) continue;
-      cumulative += weights[i];
-      last_kept = ids[start + i];
-      if (cumulative > target) return last_kept;
-    }
-  }
-  return last_kept;  // rounding left the target at the very end
+  const size_t start = block_holding(sums, listed, block, target, &cumulative);
+  return walk_chunks(
+      listed, max, start, cumulative, target,
+      [values](size_t from, size_t) { return values + from; }, [ids](size_t i) { return ids[i]; });
 }
 
 // The softmax statistics of the whole row src / t in one read: block maxima and sums, the sums
@@ -360,10 +360,7 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   }
   const double target = u * row.total;
   double cumulative = 0;
-  size_t start = 0;
-  for (size_t b = 0; start + row.block < size && cumulative + row.sums[b] <= target;
-       ++b, start += row.block)
-    cumulative += row.sums[b];
+  const size_t start = block_holding(row.sums, size, row.block, target, &cumulative);
   return walk_from(src, dtype, size, t, row.max, start, cumulative, target);
 }
 
@@ -382,9 +379,7 @@ TokenId draw_from_kept_blocks(const void* src, DType dtype, size_t n, float t,
   for (size_t b = 0; b < row.blocks; ++b) total += kept[b];
   const double target = u * total;
   double cumulative = 0;
-  size_t start = 0, b = 0;
-  for (; start + row.block < n && cumulative + kept[b] <= target; ++b, start += row.block)
-    cumulative += kept[b];
+  const size_t start = block_holding(kept, n, row.block, target, &cumulative);
   // Block `from`'s quotients into `values`, their weights into `weights`.
   auto weigh = [&](size_t from) {
     const size_t count = std::min(row.block, n - from);

@@ -260,6 +260,17 @@ struct MinPCut {
 };
 MinPCut min_p_cut(float max, float min_p);  // min_p >= kSmallestDecidedMinP, max finite
 
+// An inverse-CDF draw's first step: the start of the block holding target, skipping whole
+// blocks of `block` entries (of n; block b's weights sum to sums[b]) while the cumulative sum
+// with them stays <= target, never the last block. The skipped sums are added to *cumulative.
+inline size_t block_holding(const double* sums, size_t n, size_t block, double target,
+                            double* cumulative) {
+  size_t start = 0;
+  for (size_t b = 0; start + block < n && *cumulative + sums[b] <= target; ++b, start += block)
+    *cumulative += sums[b];
+  return start;
+}
+
 // Rows of any length are cut into at most kMaxBlocks blocks of a fixed size (a multiple of every
 // lane count) that depends only on n: sums and draws never depend on threads.
 inline constexpr size_t kMaxBlocks = 512;
