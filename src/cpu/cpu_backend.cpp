@@ -24,29 +24,20 @@ using namespace cpu_selection;
 
 // The k-th largest of a float32 row: by its groups' maxima when k is small for the row, else
 // cpu_selection::kth_largest over the row itself (also for a row holding +inf, which the maxima
-// pass declines). *listed_from, if asked: every entry >= it is listed (kth_largest_by_groups:
-// with fewer than k finite entries, only those).
+// pass declines). Either lists only finite entries: with fewer than k, the k-th is -inf and
+// those are the candidates.
 float kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
-                         size_t* candidates, float* listed_from = nullptr) {
-  if (const std::optional<float> kth = kth_largest_by_groups(
-          x, DType::f32, static_cast<size_t>(n), 1.0f, k, scratch, candidates, {}, listed_from))
+                         size_t* candidates) {
+  if (const std::optional<float> kth = kth_largest_by_groups(x, DType::f32, static_cast<size_t>(n),
+                                                             1.0f, k, scratch, candidates, {}))
     return *kth;
-  size_t finite = 0;  // fewer than k finite entries, all listed
-  const std::optional<float> kth = kth_largest(
-      n, k, scratch, candidates, [x](int64_t i) { return x[i]; },
+  return *kth_largest(  // a compress never gives up
+      n, k, scratch, candidates,
+      [x](int64_t i) { return std::isnan(x[i]) ? kNegInf : x[i]; },  // an order for the samples
       [&](float threshold) {
-        const bool finite_first = listed_from != nullptr && threshold == kNegInf;
-        if (finite_first) threshold = std::numeric_limits<float>::lowest();
-        if (listed_from != nullptr) *listed_from = threshold;
-        const size_t count = cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
-                                                    scratch.ids.data(), scratch.values.data());
-        if (!finite_first || count >= static_cast<size_t>(k)) return count;
-        finite = count;
-        return kNotListed;
+        return cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
+                                      scratch.ids.data(), scratch.values.data());
       });
-  if (kth) return *kth;
-  *candidates = finite;
-  return kNegInf;
 }
 
 class CpuBackend final : public Backend {
@@ -206,17 +197,11 @@ class CpuBackend final : public Backend {
              SortScratch scratch) const override {
     if (k <= 0) return;
     size_t candidates = 0;
-    float listed_from = kNegInf;
-    const float kth = kth_largest_of_row(x, n, k, scratch, &candidates, &listed_from);
-    auto shown = static_cast<int64_t>(largest_listed(
-        scratch, candidates, [](float v) { return v; }, kth, k, ids));
-    // Fewer than k finite entries, and only those listed: the -inf ones follow, by id.
-    for (int64_t i = 0; shown < k && listed_from > kNegInf && i < n; ++i)
-      if (x[i] == kNegInf) ids[shown++] = static_cast<TokenId>(i);
-    for (int64_t i = 0; i < k; ++i) {  // shown < k only on an unchecked row (NaN)
-      if (i >= shown) ids[i] = 0;
-      values[i] = i < shown ? x[ids[i]] : kNegInf;  // the row's own (a key cannot tell -0, +0)
-    }
+    const float kth = kth_largest_of_row(x, n, k, scratch, &candidates);
+    const size_t shown = largest_listed(
+        scratch, candidates, [](float v) { return v; }, kth, k, ids);
+    finish_top_n(
+        shown, n, k, [x](TokenId i) { return x[i]; }, ids, values);
   }
 
  private:

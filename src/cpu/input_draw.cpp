@@ -818,21 +818,16 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
       });
   const auto kk = static_cast<size_t>(k);
   // Fewer than k groups hold a finite quotient (a masked row: a processed top-k, top-p or min-p
-  // row shown with more logprobs than it keeps): from -inf the whole row would be listed and
-  // selected, so the finite ones first.
-  const float from =
-      kth_max == kNegInf && listed_from != nullptr ? std::numeric_limits<float>::lowest() : kth_max;
+  // row shown with more logprobs than it keeps, or top-k after a grammar's mask): from -inf the
+  // whole row would be listed and selected, so the finite ones only, as kth_largest lists.
+  const float from = kth_max == kNegInf ? std::numeric_limits<float>::lowest() : kth_max;
   size_t listed = list_scaled_at_least(src, dtype, n, t, from, scratch, parallel, {maxima, group});
-  if (listed == kNotListed) return std::nullopt;
-  if (listed < kk && from > kth_max) {  // fewer than k finite (listed_from asked): the k-th is -inf
-    *candidates = listed;
-    *listed_from = from;
-    return kNegInf;
-  }
-  // Fewer than k listed cannot happen on a checked row; declining keeps a broken list harmless.
-  if (listed < kk) return std::nullopt;
-  *candidates = listed;
+  // Fewer than k listed from a finite max cannot happen on a checked row; declining keeps a
+  // broken list harmless.
+  if (listed == kNotListed || (listed < kk && kth_max > kNegInf)) return std::nullopt;
   if (listed_from != nullptr) *listed_from = from;
+  *candidates = listed;
+  if (listed < kk) return kNegInf;  // fewer than k finite, those listed
   return kth_listed(scratch, listed, kk);
 }
 

@@ -91,14 +91,13 @@ void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxim
 
 // The k-th largest quotient of src / t by group maxima (groups of 64 to 1024 entries, at least
 // 4k of them): each group's max is an entry, so the k-th largest max m has k entries at or above
-// it; those lie in the groups whose max reaches m (about k of them; ties or -inf groups can make
-// it up to the whole row) and hold the k largest, listed in scratch (id order, *candidates of
+// it; those lie in the groups whose max reaches m (about k of them; ties can make it up to the
+// whole row) and hold the k largest, listed in scratch (id order, *candidates of
 // them) for the selection. nullopt when k is large for the row's groups, the row is over 2^20,
 // or it holds NaN / +inf (or a quotient that overflows): then kth_largest's sampled threshold
-// decides (and declines a bad row). *listed_from, if asked: the threshold listed from (every
-// quotient >= it is listed). A caller that asks also takes, when fewer than k quotients are
-// finite (a masked row), a k-th of -inf with only the finite ones listed (*listed_from the
-// lowest float), where the others get the whole row.
+// decides (and declines a bad row). When fewer than k quotients are finite (a masked row), the
+// k-th is -inf and only the finite ones are listed, as kth_largest does. *listed_from, if asked:
+// the threshold listed from (every quotient >= it is listed: the lowest float in that case).
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, SortScratch scratch, size_t* candidates,
                                            const ParallelFor& parallel,

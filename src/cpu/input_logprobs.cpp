@@ -32,20 +32,14 @@ float smallest_with_value_at_least(RawValues values, float v) {
 float entry(const void* src, DType dtype, size_t i) { return scaled_entry(src, dtype, i, 1.0f); }
 
 // The k largest values among `listed` entries of scratch (which hold every entry whose value is
-// >= v, and at least k of them), descending, equal values by ascending id. With `finite_listed`
-// (scratch holds every entry of finite value, fewer than k), the finite values, then the entries
-// whose value is -inf by id.
+// >= v, and at least k of them; or every finite entry, fewer than k), descending, equal values by
+// ascending id; then, if fewer than k, the -inf ones by id (finish_top_n).
 void top_n_of_list(const void* src, DType dtype, size_t n, RawValues values, size_t listed, float v,
-                   int64_t k, TokenId* ids, float* out, SortScratch scratch,
-                   bool finite_listed = false) {
-  if (finite_listed) v = std::numeric_limits<float>::lowest();
-  size_t shown = largest_listed(scratch, listed, values, v, k, ids);
-  for (size_t i = 0; finite_listed && shown < static_cast<size_t>(k) && i < n; ++i)
-    if (values(entry(src, dtype, i)) == kNegInf) ids[shown++] = static_cast<TokenId>(i);
-  for (size_t i = 0; i < static_cast<size_t>(k); ++i) {  // shown < k only on an unchecked row
-    if (i >= shown) ids[i] = 0;
-    out[i] = i < shown ? values(entry(src, dtype, static_cast<size_t>(ids[i]))) : kNegInf;
-  }
+                   int64_t k, TokenId* ids, float* out, SortScratch scratch) {
+  const size_t shown = largest_listed(scratch, listed, values, v, k, ids);
+  finish_top_n(
+      shown, static_cast<int64_t>(n), k,
+      [&](TokenId i) { return values(entry(src, dtype, static_cast<size_t>(i))); }, ids, out);
 }
 
 // Entries >= threshold of the blocks whose max reaches it (no other block holds one): (id, x)
@@ -107,13 +101,12 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   std::optional<float> kth;
   if (maxima.blocks >= kk) {
     floor = kth_largest_block_max(maxima, kk);
-    // Fewer than k blocks hold a finite entry (a masked row): the finite ones first, not the row.
+    // Fewer than k blocks hold a finite entry (a masked row): the finite ones, not the row.
     if (floor == kNegInf) floor = std::numeric_limits<float>::lowest();
     listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
   } else {
     kth = kth_largest_by_groups(src, dtype, n, 1.0f, k, scratch, &listed, parallel, &floor);
-    if (!kth) {  // k large for the groups too (over a quarter of them): a sampled threshold
-      size_t finite = kNotListed;  // fewer than k finite entries, all listed
+    if (!kth)  // k large for the groups too (over a quarter of them): a sampled threshold
       kth = kth_largest(
           static_cast<int64_t>(n), k, scratch, &listed,
           [&](int64_t i) {
@@ -121,25 +114,15 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
             return std::isnan(x) ? kNegInf : x;  // the samples' selection needs an order
           },
           [&](float threshold) {
-            // From -inf the finite ones first, as kth_largest_by_groups does.
-            floor = threshold == kNegInf ? std::numeric_limits<float>::lowest() : threshold;
-            const size_t count = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
-            if (threshold > kNegInf || count >= kk) return count;
-            finite = count;
-            return kNotListed;
+            floor = threshold;
+            return list_blocks_at_least(src, dtype, n, maxima, threshold, scratch);
           });
-      if (!kth && finite != kNotListed) {
-        kth = kNegInf;
-        listed = finite;
-      }
-    }
-    if (!kth) listed = list_blocks_at_least(src, dtype, n, maxima, floor = kNegInf, scratch);
   }
-  // Fewer than k listed: fewer than k finite entries, every one listed (floor finite: a finite
-  // floor that is a k-th largest max lists k or more), or an unchecked row.
-  if (listed < kk)
-    return top_n_of_list(src, dtype, n, values, listed, kNegInf, k, ids, out, scratch,
-                         floor > kNegInf);
+  // Fewer than k listed: fewer than k finite entries, every one listed (a floor that is a k-th
+  // largest max lists k or more, unless it is -inf), or an unchecked row.
+  if (listed < kk)  // the finite values first: a finite entry can map to -inf (x - max overflows)
+    return top_n_of_list(src, dtype, n, values, listed, std::numeric_limits<float>::lowest(), k,
+                         ids, out, scratch);
   const float v = values(kth ? *kth : kth_listed(scratch, listed, kk));
   const float from = smallest_with_value_at_least(values, v);
   if (from < floor) listed = list_blocks_at_least(src, dtype, n, maxima, from, scratch);

@@ -50,9 +50,11 @@ inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
 // largest of 64 to 512 evenly spaced samples (all n if fewer; sample(i) for i < n) gives a
 // threshold expected to keep about 2k entries (plus a margin); compress(threshold) lists every
 // entry >= it in scratch.ids / values (id order) and returns how many, or kNotListed to give up
-// (nullopt). The k-th is selected among them; the threshold drops until at least k pass (-inf
-// keeps all; nullopt if fewer than k pass even then, as on a row holding NaN). *candidates: how
-// many are listed. Selection, not sorting, on the samples too.
+// (nullopt). The k-th is selected among them; the threshold drops until at least k pass. It
+// never drops below the lowest float, so only finite entries are ever listed: with fewer than k
+// of them (a masked row; or NaN among them, which no threshold passes) the k-th is -inf, and
+// the finite ones are the *candidates listed, not the whole row. Selection, not sorting, on the
+// samples too.
 template <class Sample, class Compress>
 std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size_t* candidates,
                                  Sample sample, Compress compress) {
@@ -74,21 +76,20 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
     for (; at > 0 && largest[at - 1] < v; --at) largest[at] = largest[at - 1];
     largest[at] = v;
   }
+  constexpr float kLowest = std::numeric_limits<float>::lowest();
   for (;;) {
-    float threshold = kNegInf;
+    float threshold = kLowest;
     if (j <= kSmallJ && j < m - 1) {
-      threshold = largest[j];
+      threshold = std::max(largest[j], kLowest);
     } else if (j < m - 1) {
       std::nth_element(samples, samples + j, samples + m, std::greater<float>());
-      threshold = samples[j];
+      threshold = std::max(samples[j], kLowest);
     }
     const size_t count = compress(threshold);
     if (count == kNotListed) return std::nullopt;
-    if (static_cast<int64_t>(count) >= k) {
-      *candidates = count;
-      return kth_listed(scratch, count, static_cast<size_t>(k));
-    }
-    if (threshold == kNegInf) return std::nullopt;  // fewer than k pass at all: NaN among them
+    if (static_cast<int64_t>(count) >= k || threshold == kLowest) *candidates = count;
+    if (static_cast<int64_t>(count) >= k) return kth_listed(scratch, count, static_cast<size_t>(k));
+    if (threshold == kLowest) return kNegInf;  // fewer than k finite, those listed
     j = j * 4 + 16;
   }
 }
@@ -142,6 +143,22 @@ size_t largest_listed(SortScratch scratch, size_t listed, Values values, float v
   std::partial_sort(keys, keys + shown, keys + count);
   for (size_t i = 0; i < shown; ++i) ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
   return shown;
+}
+
+// Completes a top-N of k whose first `shown` ids hold the largest finite values (shown < k only
+// when fewer than k entries are finite, or on an unchecked row): the entries whose value is -inf
+// follow by ascending id, the oracle's order among equal values, then id 0 should any room be
+// left (NaN entries, which no top-N lists); out[i] = value_of(ids[i]), the row's own value (a
+// key cannot tell -0 from +0).
+template <class ValueOf>
+void finish_top_n(size_t shown, int64_t n, int64_t k, ValueOf value_of, TokenId* ids, float* out) {
+  const auto kk = static_cast<size_t>(k);
+  for (int64_t i = 0; shown < kk && i < n; ++i)
+    if (value_of(static_cast<TokenId>(i)) == kNegInf) ids[shown++] = static_cast<TokenId>(i);
+  for (size_t i = 0; i < kk; ++i) {
+    if (i >= shown) ids[i] = 0;
+    out[i] = i < shown ? value_of(ids[i]) : kNegInf;
+  }
 }
 
 // Sorts n <= 1024 floats ascending (no NaN; -0 and +0 come out as +0) by their orderable keys: a
