@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -40,6 +41,8 @@ struct Scenario {
   // scenarios timed apart moved with the machine's memory speed: 1.03-1.6 for one build).
   enum class Twin { none, empty_history, llm_shaped, one_thread } twin = Twin::none;
   BackendKind backend = BackendKind::automatic;
+  // > 0: all but this many entries of each row -inf, as an engine's grammar mask leaves them.
+  int64_t finite = 0;
 };
 
 struct Result {
@@ -207,6 +210,16 @@ std::vector<Scenario> all_scenarios(int threads) {
   // vLLM's default max_logprobs at a 32k vocabulary: more logprobs than the row has blocks.
   s.push_back({"logprobs20_v32000", 64, 32000, DType::f32, false, threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); }, 20});
+  // A grammar's mask applied by the engine: 16 tokens left, fewer than top-k's 50.
+  s.push_back({"topk_topp_masked",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
+               {}});
+  s.back().finite = 16;
   for (int64_t h : {0, 32000}) {
     Scenario st{"stateful_history_" + std::to_string(h / 1000) + "k",
                 8,
@@ -242,6 +255,12 @@ std::vector<unsigned char> make_logits(const Scenario& s) {
       fill_flat_row(rng, row.data(), s.vocab);
     else
       fill_llm_row(rng, row.data(), s.vocab);
+    if (s.finite > 0) {  // every (vocab / finite)-th entry kept
+      const int64_t stride = s.vocab / s.finite;
+      for (int64_t v = 0; v < s.vocab; ++v)
+        if (v % stride != r % stride || v / stride >= s.finite)
+          row[v] = -std::numeric_limits<float>::infinity();
+    }
     for (int64_t v = 0; v < s.vocab; ++v) {
       const size_t at = static_cast<size_t>(r * s.vocab + v);
       if (s.dtype == DType::f32) {
