@@ -139,10 +139,7 @@ class CpuBackend final : public Backend {
     const float kth = kth_largest_of_row(x, n, top_k, scratch, &candidates);
     const size_t kept = keep_at_least(scratch, candidates, kth);
     cpu::mask_below(x, static_cast<size_t>(n), kth);  // ties at the k-th value kept, spec §9.2
-    if (apply_top_p) {
-      const size_t masked = top_p_masked_prefix(kept, top_p, scratch);
-      for (size_t i = 0; i < masked; ++i) x[key_id(scratch.keys[i])] = kNegInf;
-    }
+    if (apply_top_p) mask_top_p_of_list(x, kept, top_p, scratch);
     return kept;
   }
 
@@ -269,6 +266,16 @@ class CpuBackend final : public Backend {
       mask_underflowed(x, size, max);
       return kNotListed;
     }
+    // A row masked to a few tokens (by min_p before it, or by a grammar's mask): top-p on their
+    // list, as after top-k; the Exp passes over the whole row took 5x longer (min_p 0.05 then
+    // top-p 0.9 on a 128k row). A dense row stops the compress within its first few vectors.
+    const size_t sparse = size / 64;
+    const size_t alive = cpu::compress_at_least(x, size, kNegInf, true, scratch.ids.data(),
+                                                scratch.values.data(), sparse);
+    if (alive <= sparse) {
+      mask_top_p_of_list(x, alive, top_p, scratch);
+      return alive;
+    }
     float* w = scratch.values.data();
     double sums[kMaxBlocks];
     const double total = cpu::exp_with_block_sums(x, w, size, max, block_size(n), sums);
@@ -299,6 +306,13 @@ class CpuBackend final : public Backend {
         lo, hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
     // Else the draw may reuse w: exp(x - max) with the same max (the top is never masked).
     return hi > 1.0f && band <= size / 8 ? band : kDenseWeights;
+  }
+
+  // Spec §9.3 on the row's `kept` listed entries (scratch, id order), every other entry -inf: the
+  // oracle's arithmetic on the list (top_p_masked_prefix), its masked entries set to -inf in x.
+  static void mask_top_p_of_list(float* x, size_t kept, float top_p, SortScratch scratch) {
+    const size_t masked = top_p_masked_prefix(kept, top_p, scratch);
+    for (size_t i = 0; i < masked; ++i) x[key_id(scratch.keys[i])] = kNegInf;
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -150,6 +150,41 @@ TEST(CpuBackendProperty, TopPAloneKeepsTheOraclesSetUpToRounding) {
   EXPECT_GT(kept_total, 10000);
 }
 
+// A row masked to a few tokens (min_p before top-p, or a grammar's mask: at most 1/64 of it
+// finite) takes top-p on the list of its finite entries, with the oracle's arithmetic: the same
+// row as the oracle's to the bit, the same token drawn, and the list handed to the draw (its
+// length returned, not the dense path's weights).
+TEST(CpuBackendProperty, TopPOfARowMaskedToAFewTokensIsTheOraclesOnTheirList) {
+  std::mt19937_64 rng(31);
+  Scratch a, b;
+  for (int trial = 0; trial < 90; ++trial) {
+    const int64_t n = std::array<int64_t, 3>{6400, 40000, 128256}[trial % 3];
+    const auto finite = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 64));
+    std::vector<float> x(static_cast<size_t>(n), -kInf);
+    std::normal_distribution<float> logit(0.0f, 2.5f);
+    for (int64_t i = 0; i < finite; ++i)
+      x[rng() % x.size()] = i % 5 == 4 ? 2.0f : logit(rng) + (i % 7 == 0 ? 8.0f : 0.0f);
+    const bool min_p_first = trial % 2 == 1;  // min_p masks more of it first, as the steps do
+    if (min_p_first) oracle().apply_min_p(x.data(), n, 0.001f);
+    const auto alive =
+        static_cast<size_t>(std::count_if(x.begin(), x.end(), [](float v) { return v > -kInf; }));
+    const float p =
+        trial % 9 == 0 ? 1e-7f : std::uniform_real_distribution<float>(0.05f, 0.99f)(rng);
+    std::vector<float> fast = x, slow = x;
+    const SortScratch list = a.get(x.size());  // kept for the draw, which reads the list
+    const size_t listed = cpu().apply_top_k_top_p(fast.data(), n, n, true, p, list);
+    oracle().apply_top_k_top_p(slow.data(), n, n, true, p, b.get(x.size()));
+    ASSERT_EQ(fast, slow) << "trial " << trial << " finite " << finite << " p " << p;
+    EXPECT_EQ(listed, alive) << "trial " << trial;
+    for (int draw = 0; draw < 4; ++draw) {
+      const double u = (draw + std::uniform_real_distribution<double>(0.0, 1.0)(rng)) / 4;
+      EXPECT_EQ(cpu().draw(fast.data(), n, u, list, listed),
+                oracle().draw(slow.data(), n, u, b.get(x.size())))
+          << "trial " << trial << " u " << u;
+    }
+  }
+}
+
 // The cpu backend guesses where the cut falls from evenly spaced samples; rows whose sampled
 // positions lie (all large, or all small, or one huge outlier) make the guess wrong, and the
 // checked band must widen until it holds the cut: still the oracle's set.
