@@ -146,6 +146,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                {}});
+  const Scenario topk_topp_rows = s.back();
   s.push_back({"topp",
                64,
                kLlama,
@@ -211,15 +212,10 @@ std::vector<Scenario> all_scenarios(int threads) {
   s.push_back({"logprobs20_v32000", 64, 32000, DType::f32, false, threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); }, 20});
   // A grammar's mask applied by the engine: 16 tokens left, fewer than top-k's 50.
-  s.push_back({"topk_topp_masked",
-               64,
-               kLlama,
-               DType::f32,
-               false,
-               threads,
-               [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
-               {}});
-  s.back().finite = 16;
+  Scenario masked = topk_topp_rows;
+  masked.name = "topk_topp_masked";
+  masked.finite = 16;
+  s.push_back(masked);
   for (int64_t h : {0, 32000}) {
     Scenario st{"stateful_history_" + std::to_string(h / 1000) + "k",
                 8,
