@@ -24,8 +24,8 @@ using namespace cpu_selection;
 
 // The k-th largest of a float32 row: by its groups' maxima when k is small for the row, else
 // cpu_selection::kth_largest over the row itself (also for a row holding +inf, which the maxima
-// pass declines). Either lists only finite entries: with fewer than k, the k-th is -inf and
-// those are the candidates.
+// pass declines). Neither lists -inf entries: with fewer than k entries above -inf, the k-th
+// is -inf and those are the candidates.
 float kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
                          size_t* candidates) {
   if (const std::optional<float> kth = kth_largest_by_groups(x, DType::f32, static_cast<size_t>(n),
@@ -248,7 +248,9 @@ class CpuBackend final : public Backend {
     return last_kept;  // rounding left u * total at the very end
   }
 
-  // Spec §9.3 without a sort. Probabilities q use the vector exp, so a token within float
+  // Spec §9.3 without a sort. A row at most 1/64 finite (after min_p, or a grammar's mask) takes
+  // top-p on the list of its finite tokens with the oracle's arithmetic (exact), and returns the
+  // list for the draw. Otherwise probabilities q use the vector exp, so a token within float
   // rounding of the cut may differ from the oracle (as vLLM's own kernels). The ascending
   // cumulative sum crosses 1 - p inside a band [lo, hi) of probabilities guessed from samples
   // (BandGuess) and checked with one pass that sums every q < lo and lists the band; the band
@@ -290,8 +292,9 @@ class CpuBackend final : public Backend {
     for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
       guess.band(margin, &lo, &hi);
       // q = 0 goes below the band, whose mass it leaves as is: every such token is masked (its
-      // cumulative sum is that of those below it). A row min_p masked keeps a few tokens, and
-      // with lo = 0 its -inf ones made the whole row the band (1.08 ms a 128k row, 45 us after).
+      // cumulative sum is that of those below it). A masked row too long for the list path
+      // above would, with lo = 0, make its -inf entries the band (a min_p row: 1.08 ms a 128k
+      // row, 45 us after).
       lo = std::max(lo, std::numeric_limits<float>::denorm_min());
       band = cpu::probability_band(w, size, inv_sum, lo, hi, ids, &below);
       if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below

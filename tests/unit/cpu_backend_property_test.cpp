@@ -153,17 +153,25 @@ TEST(CpuBackendProperty, TopPAloneKeepsTheOraclesSetUpToRounding) {
 // A row masked to a few tokens (min_p before top-p, or a grammar's mask: at most 1/64 of it
 // finite) takes top-p on the list of its finite entries, with the oracle's arithmetic: the same
 // row as the oracle's to the bit, the same token drawn, and the list handed to the draw (its
-// length returned, not the dense path's weights).
+// length returned, not the dense path's weights). Every tenth row has exactly n / 64 finite
+// entries (the most the path takes); some hold a -0 / +0 tie, or an entry 200 below the max
+// (probability 0 in float32, masked by the oracle's rule).
 TEST(CpuBackendProperty, TopPOfARowMaskedToAFewTokensIsTheOraclesOnTheirList) {
   std::mt19937_64 rng(31);
   Scratch a, b;
   for (int trial = 0; trial < 90; ++trial) {
     const int64_t n = std::array<int64_t, 3>{6400, 40000, 128256}[trial % 3];
-    const auto finite = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 64));
+    const bool most = trial % 10 == 0;
+    const auto finite =
+        most ? n / 64 : 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 64));
     std::vector<float> x(static_cast<size_t>(n), -kInf);
     std::normal_distribution<float> logit(0.0f, 2.5f);
-    for (int64_t i = 0; i < finite; ++i)
-      x[rng() % x.size()] = i % 5 == 4 ? 2.0f : logit(rng) + (i % 7 == 0 ? 8.0f : 0.0f);
+    for (int64_t i = 0; i < finite; ++i) {  // one entry in each of `finite` runs of 64 ids
+      const auto at = static_cast<size_t>(i * 64 + static_cast<int64_t>(rng() % 64));
+      x[at] = i % 5 == 4 ? 2.0f : logit(rng) + (i % 7 == 0 ? 8.0f : 0.0f);
+      if (trial % 4 == 1 && i == 1) x[at] = x[at - 64] - 200.0f;   // underflows to probability 0
+      if (trial % 4 == 2 && i < 2) x[at] = i == 0 ? 0.0f : -0.0f;  // a tie, ids decide
+    }
     const bool min_p_first = trial % 2 == 1;  // min_p masks more of it first, as the steps do
     if (min_p_first) oracle().apply_min_p(x.data(), n, 0.001f);
     const auto alive =
