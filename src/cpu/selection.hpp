@@ -87,9 +87,11 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
     }
     const size_t count = compress(threshold);
     if (count == kNotListed) return std::nullopt;
-    if (static_cast<int64_t>(count) >= k || threshold == kLowest) *candidates = count;
-    if (static_cast<int64_t>(count) >= k) return kth_listed(scratch, count, static_cast<size_t>(k));
-    if (threshold == kLowest) return kNegInf;  // fewer than k finite, those listed
+    const bool enough = static_cast<int64_t>(count) >= k;
+    if (enough || threshold == kLowest) {
+      *candidates = count;  // not enough at the lowest float: fewer than k finite, the k-th -inf
+      return enough ? kth_listed(scratch, count, static_cast<size_t>(k)) : kNegInf;
+    }
     j = j * 4 + 16;
   }
 }
