@@ -4,6 +4,7 @@
 // backends are tested against.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -25,7 +26,8 @@ struct TokenCount {
   bool in_prompt = false;
 };
 
-// Scratch for selection and sorting: room for one row each of ids, floats and 64-bit keys.
+// Scratch for selection and sorting: room for one row each of ids and floats, and for
+// sort_keys_size(n) 64-bit keys (lists longer than that are sorted by chunks, capped_keys.hpp).
 // Entries past n that ids and values must also hold: SIMD kernels store whole vectors there, and
 // a row split in chunks lists each chunk a vector's worth apart.
 inline constexpr size_t kSortSlack = 1024;
@@ -33,6 +35,10 @@ inline constexpr size_t kSortSlack = 1024;
 inline constexpr size_t kNotListed = SIZE_MAX;
 // apply_top_k_top_p left, in scratch.values[0, n), exp(x - max) of every entry (see there).
 inline constexpr size_t kDenseWeights = SIZE_MAX - 1;
+
+// An eighth of a row of n (a quarter of a float row's bytes), at least 64: room for every list
+// a hot path sorts, and for a bitmap of the row (n / 64 words).
+inline size_t sort_keys_size(size_t n) { return std::max<size_t>(n / 8, 64); }
 
 struct SortScratch {
   std::span<int32_t> ids;

@@ -18,8 +18,8 @@ inline std::vector<float> llm_row(int64_t vocab) {
   return row;
 }
 
-// SortScratch for rows of up to `vocab` entries (backend.hpp: one row each of ids, floats and
-// keys, plus kSortSlack).
+// SortScratch for rows of up to `vocab` entries, as a worker's (backend.hpp: one row each of ids
+// and floats plus kSortSlack, and sort_keys_size keys).
 struct Scratch {
   std::vector<int32_t> ids;
   std::vector<float> values;
@@ -28,7 +28,7 @@ struct Scratch {
   explicit Scratch(int64_t vocab)
       : ids(static_cast<size_t>(vocab) + detail::kSortSlack),
         values(static_cast<size_t>(vocab) + detail::kSortSlack),
-        keys(static_cast<size_t>(vocab) + detail::kSortSlack),
+        keys(detail::sort_keys_size(static_cast<size_t>(vocab))),
         histogram(detail::kHistogramSize) {}
   detail::SortScratch view() { return {ids, values, keys, histogram}; }
 };

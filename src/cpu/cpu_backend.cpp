@@ -317,8 +317,11 @@ class CpuBackend final : public Backend {
   // Spec §9.3 on the row's `kept` listed entries (scratch, id order), every other entry -inf: the
   // oracle's arithmetic on the list (top_p_masked_prefix), its masked entries set to -inf in x.
   static void mask_top_p_of_list(float* x, size_t kept, float top_p, SortScratch scratch) {
-    const size_t masked = top_p_masked_prefix(kept, top_p, scratch);
-    for (size_t i = 0; i < masked; ++i) x[key_id(scratch.keys[i])] = kNegInf;
+    uint64_t last_masked = 0;
+    if (top_p_masked_prefix(kept, top_p, scratch, &last_masked) == 0) return;
+    for (size_t i = 0; i < kept; ++i)
+      if (ascending_key(scratch.values[i], scratch.ids[i]) <= last_masked)
+        x[scratch.ids[i]] = kNegInf;
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -859,9 +859,8 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
   if (!kth) return kNoInputDraw;
   size_t kept = keep_at_least(scratch, candidates, *kth);
   if (params.apply_top_p) {
-    const size_t masked = top_p_masked_prefix(kept, params.top_p, scratch);
-    if (masked > 0) {  // the masked are the smallest in ascending_key order
-      const uint64_t last_masked = scratch.keys[masked - 1];
+    uint64_t last_masked = 0;
+    if (top_p_masked_prefix(kept, params.top_p, scratch, &last_masked) > 0) {
       size_t alive = 0;
       for (size_t i = 0; i < kept; ++i)
         if (ascending_key(scratch.values[i], scratch.ids[i]) > last_masked) {

@@ -19,9 +19,47 @@ size_t keep_at_least(SortScratch scratch, size_t candidates, float kth) {
   return kept;
 }
 
+namespace {
+
+// top_p_masked_prefix on a list longer than scratch.keys: the same sums in the same order, the
+// keys sorted a chunk at a time (for_each_ascending), twice: for the sum, then for the walk.
+size_t top_p_masked_by_chunks(size_t kept, float top_p, SortScratch scratch,
+                              uint64_t* last_masked) {
+  const float* values = scratch.values.data();
+  const int32_t* ids = scratch.ids.data();
+  auto key_at = [&](size_t i) { return ascending_key(values[i], ids[i]); };
+  uint64_t top_key = 0;
+  for (size_t i = 0; i < kept; ++i) top_key = std::max(top_key, key_at(i));
+  const float max = key_value(top_key);
+  if (max == kNegInf) return 0;
+  double sum = 0;
+  for_each_ascending(kept, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+    for (size_t j = 0; j < m; ++j) sum += std::exp(key_value(sorted[j]) - max);
+    return true;
+  });
+  const auto inv_sum = static_cast<float>(1.0 / sum);
+  const float cut = 1.0f - top_p;
+  double cumulative = 0;
+  size_t masked = 0;
+  for_each_ascending(kept, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+    for (size_t j = 0; j < m; ++j) {
+      if (masked + 1 >= kept) return false;  // the largest is never masked
+      cumulative += std::exp(key_value(sorted[j]) - max) * inv_sum;
+      if (static_cast<float>(cumulative) > cut) return false;
+      *last_masked = sorted[j];
+      ++masked;
+    }
+    return true;
+  });
+  return masked;
+}
+
+}  // namespace
+
 // The masked entries of the oracle's full walk add exact zeros to its sums, so deciding on the
 // list alone gives the same cut. Cumulative sums never decrease: the masked ones are a prefix.
-size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch) {
+size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch, uint64_t* last_masked) {
+  if (kept > scratch.keys.size()) return top_p_masked_by_chunks(kept, top_p, scratch, last_masked);
   uint64_t* keys = scratch.keys.data();
   for (size_t i = 0; i < kept; ++i) keys[i] = ascending_key(scratch.values[i], scratch.ids[i]);
   std::sort(keys, keys + kept);
@@ -39,6 +77,7 @@ size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch) {
     if (static_cast<float>(cumulative) > cut) break;
     masked = i + 1;
   }
+  if (masked > 0) *last_masked = keys[masked - 1];
   return masked;
 }
 

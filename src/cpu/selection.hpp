@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "backend.hpp"
+#include "cpu/capped_keys.hpp"
 
 namespace lastmile::detail::cpu_selection {
 
@@ -38,8 +39,15 @@ inline TokenId key_id(uint64_t key) {
 }
 
 // The k-th largest of scratch.values[0, count), 1 <= k <= count, duplicates counted: a selection
-// on a copy of their keys (the values stay with their ids).
+// on a copy of their keys (the values stay with their ids), or by radix when they do not fit.
 inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
+  if (count > scratch.keys.size()) {
+    const float* values = scratch.values.data();
+    const uint64_t key = nth_smallest_key(
+        count, [values](size_t i) { return uint64_t{orderable(values[i])}; }, false, 0,
+        count - k + 1, /*from_shift=*/24);
+    return from_orderable(static_cast<uint32_t>(key));
+  }
   uint64_t* keys = scratch.keys.data();
   for (size_t i = 0; i < count; ++i) keys[i] = orderable(scratch.values[i]);
   std::nth_element(keys, keys + k - 1, keys + count, std::greater<uint64_t>());
@@ -102,8 +110,8 @@ size_t keep_at_least(SortScratch scratch, size_t candidates, float kth);
 
 // Spec §9.3 on a list of `kept` entries (scratch.ids / values) with the oracle's arithmetic in
 // the oracle's order: returns how many of them top-p masks, the first ones of the ascending
-// order left in scratch.keys (ascending_key).
-size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch);
+// order (ascending_key): those whose key is at most *last_masked (set when any is masked).
+size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch, uint64_t* last_masked);
 
 // The oracle's draw (inverse CDF, double cumulative sum of float32 weights exp(v - max), zero
 // weights skipped) over `listed` entries in id order: value_at(i) is entry i's logit, ids[i] its
@@ -130,18 +138,34 @@ TokenId draw_over_list(size_t listed, const int32_t* ids, double u, ValueAt valu
 
 // The k largest values(x) among `listed` entries of scratch.ids / values (x), when they hold every
 // entry whose value is >= v: their ids into ids[0, m), descending value, equal values by
-// ascending id (the oracle's order, as one unsigned key); returns m = min(k, how many pass).
+// ascending id (the oracle's order, as one unsigned key, sorted in scratch.keys, or by chunks
+// when more pass than it holds); returns m = min(k, how many pass).
 template <class Values>
 size_t largest_listed(SortScratch scratch, size_t listed, Values values, float v, int64_t k,
                       TokenId* ids) {
+  auto key_at = [&](size_t i) {
+    const float value = values(scratch.values[i]);
+    return value >= v ? (uint64_t{~orderable(value)} << 32) | static_cast<uint32_t>(scratch.ids[i])
+                      : kNoKey;
+  };
   uint64_t* keys = scratch.keys.data();
+  const auto kk = static_cast<size_t>(k);
   size_t count = 0;
   for (size_t i = 0; i < listed; ++i) {
-    const float value = values(scratch.values[i]);
-    if (value >= v)
-      keys[count++] = (uint64_t{~orderable(value)} << 32) | static_cast<uint32_t>(scratch.ids[i]);
+    const uint64_t key = key_at(i);
+    if (key == kNoKey) continue;
+    if (count == scratch.keys.size()) {  // too many to sort at once: the first k by chunks
+      size_t shown = 0;
+      for_each_ascending(listed, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+        for (size_t j = 0; j < m && shown < kk; ++j)
+          ids[shown++] = static_cast<TokenId>(sorted[j] & 0xffffffffu);
+        return shown < kk;
+      });
+      return shown;
+    }
+    keys[count++] = key;
   }
-  const size_t shown = std::min(count, static_cast<size_t>(k));
+  const size_t shown = std::min(count, kk);
   std::partial_sort(keys, keys + shown, keys + count);
   for (size_t i = 0; i < shown; ++i) ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
   return shown;
@@ -209,8 +233,9 @@ class BandGuess {
 // the caller. The band is histogrammed by the float bits of q (64 buckets an octave, from lo up
 // to min(hi, 1)); buckets whose whole mass keeps the ascending cumulative sum <= cut (1 - p) are
 // masked, buckets above the crossing one kept, and the crossing bucket's entries are walked in
-// the oracle's order (ascending value, larger id first) with the oracle's rule. mask(i) is called
-// for every band entry masked, never for the entry whose id is `top`.
+// the oracle's order (ascending value, larger id first) with the oracle's rule, sorted in
+// scratch.keys, or by chunks when the bucket holds more. mask(i) is called for every band entry
+// masked, never for the entry whose id is `top`.
 template <class QAt, class ValueAt, class Mask>
 void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, double below, float lo,
                float hi, float cut, TokenId top, SortScratch scratch, Mask mask) {
@@ -233,10 +258,38 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
   size_t walked = 0;
   for (size_t i = 0; i < count; ++i) {
     const size_t bucket = key(q_at(i)) - first_key;
-    if (bucket < crossing && ids[i] != top)
+    if (bucket < crossing && ids[i] != top) {
       mask(i);
-    else if (bucket == crossing)
-      keys[walked++] = ascending_key(value_at(i), static_cast<int32_t>(i));
+    } else if (bucket == crossing) {
+      if (walked < scratch.keys.size())
+        keys[walked] = ascending_key(value_at(i), static_cast<int32_t>(i));
+      ++walked;
+    }
+  }
+  if (walked > scratch.keys.size()) {  // too many to sort at once (probabilities all but equal)
+    auto key_at = [&](size_t i) {
+      return key(q_at(i)) - first_key == crossing
+                 ? ascending_key(value_at(i), static_cast<int32_t>(i))
+                 : kNoKey;
+    };
+    // The entries the walk masks are a prefix of its order (the sum never decreases), all those
+    // up to the last key masked; masked after the walk, as masking may change an entry's key.
+    bool any = false;
+    uint64_t last_masked = 0;
+    for_each_ascending(count, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+      for (size_t k = 0; k < m; ++k) {
+        cumulative += q_at(static_cast<size_t>(key_id(sorted[k])));
+        if (static_cast<float>(cumulative) > cut) return false;
+        any = true;
+        last_masked = sorted[k];
+      }
+      return true;
+    });
+    for (size_t i = 0; any && i < count; ++i) {
+      const uint64_t entry_key = key_at(i);
+      if (entry_key != kNoKey && entry_key <= last_masked && ids[i] != top) mask(i);
+    }
+    return;
   }
   std::sort(keys, keys + walked);
   for (size_t k = 0; k < walked; ++k) {

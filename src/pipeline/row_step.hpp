@@ -22,7 +22,6 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Start of logits row `row` of the caller's matrix.
 const void* row_pointer(const LogitsView& logits, int64_t row);
 
-// Scratch owned by one worker thread: two float32 rows and room to sort one; grows, never shrinks.
 // Where a row's logits first held NaN or +inf (token_id -1: nowhere).
 struct RowFailure {
   int64_t token_id = -1;
@@ -30,6 +29,8 @@ struct RowFailure {
   bool is_nan = false;            // else +inf
 };
 
+// Scratch owned by one worker thread, grown, never shrunk: the working row, ids and values to list
+// one, keys for an eighth of one (sort_keys_size), and the history's lists.
 struct RowScratch {
   std::vector<float> logits;  // the working row, edited in place by steps 2-7
   std::vector<float> sort_values;

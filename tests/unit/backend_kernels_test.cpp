@@ -60,7 +60,7 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
   SortScratch scratch() {
     ids_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0);
     values_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0.0f);
-    keys_.assign(static_cast<size_t>(n()), 0);
+    keys_.assign(lastmile::detail::sort_keys_size(static_cast<size_t>(n())), 0);  // a worker's
     histogram_.assign(lastmile::detail::kHistogramSize, 0.0);
     return {ids_, values_, keys_, histogram_};
   }

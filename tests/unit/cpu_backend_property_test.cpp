@@ -47,7 +47,7 @@ struct Scratch {
   SortScratch get(size_t n) {
     ids.assign(n + lastmile::detail::kSortSlack, 0);
     values.assign(n + lastmile::detail::kSortSlack, 0.0f);
-    keys.assign(n, 0);
+    keys.assign(lastmile::detail::sort_keys_size(n), 0);  // as a worker's
     histogram.assign(lastmile::detail::kHistogramSize, 0.0);
     return {ids, values, keys, histogram};
   }
@@ -581,6 +581,32 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
     params.top_k = n;
     params.apply_top_p = true;
     params.top_p = std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
+  }
+}
+
+// Top-p where the crossing bucket of probabilities holds more entries than a worker's keys (an
+// eighth of the row, sort_keys_size): rows on three levels a quarter apart, a third of the row
+// each, so the bucket holds a third of it and is walked in sorted chunks. Working-row top-p keeps
+// the oracle's set, and the draw from the caller's row gives the oracle's token (every dtype).
+TEST(CpuBackendProperty, TopPOverABandOfEqualProbabilitiesLongerThanTheKeysIsTheOraclesWalk) {
+  std::mt19937_64 rng(37);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t n = trial % 3 == 0 ? 40000 : 4097 + static_cast<int64_t>(rng() % 9000);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = 0.25f * static_cast<float>(rng() % 3);
+    if (trial % 4 == 0) row[rng() % row.size()] = 6.0f;  // a head over the levels
+    const float p = std::uniform_real_distribution<float>(0.05f, 0.95f)(rng);
+    expect_top_p_matches(row, p, trial);
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 1.0f);
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 2 ? 1.0f : 0.7f;
+    params.top_k = n;
+    params.apply_top_p = true;
+    params.top_p = p;
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
     expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
   }
