@@ -139,8 +139,7 @@ class CpuBackend final : public Backend {
     const float kth = kth_largest_of_row(x, n, top_k, scratch, &candidates);
     const size_t kept = keep_at_least(scratch, candidates, kth);
     cpu::mask_below(x, static_cast<size_t>(n), kth);  // ties at the k-th value kept, spec §9.2
-    if (apply_top_p) mask_top_p_of_list(x, kept, top_p, scratch);
-    return kept;
+    return apply_top_p ? top_p_keep(kept, top_p, scratch, x) : kept;
   }
 
   TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
@@ -269,10 +268,7 @@ class CpuBackend final : public Backend {
     if (top_p < 1.0f) {
       const size_t alive = cpu::compress_at_least(x, size, kNegInf, true, scratch.ids.data(),
                                                   scratch.values.data(), sparse);
-      if (alive <= sparse) {
-        mask_top_p_of_list(x, alive, top_p, scratch);
-        return alive;
-      }
+      if (alive <= sparse) return top_p_keep(alive, top_p, scratch, x);
     }
     const TokenId top = static_cast<TokenId>(cpu::row_argmax(x, size));  // never masked
     const float max = x[top];
@@ -312,16 +308,6 @@ class CpuBackend final : public Backend {
         lo, hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
     // Else the draw may reuse w: exp(x - max) with the same max (the top is never masked).
     return hi > 1.0f && band <= size / 8 ? band : kDenseWeights;
-  }
-
-  // Spec §9.3 on the row's `kept` listed entries (scratch, id order), every other entry -inf: the
-  // oracle's arithmetic on the list (top_p_masked_prefix), its masked entries set to -inf in x.
-  static void mask_top_p_of_list(float* x, size_t kept, float top_p, SortScratch scratch) {
-    uint64_t last_masked = 0;
-    if (top_p_masked_prefix(kept, top_p, scratch, &last_masked) == 0) return;
-    for (size_t i = 0; i < kept; ++i)
-      if (ascending_key(scratch.values[i], scratch.ids[i]) <= last_masked)
-        x[scratch.ids[i]] = kNegInf;
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -858,18 +858,7 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
   if (!kth) kth = kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
   if (!kth) return kNoInputDraw;
   size_t kept = keep_at_least(scratch, candidates, *kth);
-  if (params.apply_top_p) {
-    uint64_t last_masked = 0;
-    if (top_p_masked_prefix(kept, params.top_p, scratch, &last_masked) > 0) {
-      size_t alive = 0;
-      for (size_t i = 0; i < kept; ++i)
-        if (ascending_key(scratch.values[i], scratch.ids[i]) > last_masked) {
-          scratch.ids[alive] = scratch.ids[i];
-          scratch.values[alive++] = scratch.values[i];
-        }
-      kept = alive;
-    }
-  }
+  if (params.apply_top_p) kept = top_p_keep(kept, params.top_p, scratch, nullptr);
   const float* values = scratch.values.data();
   // Top-k in the thousands: by blocks (an all -inf list goes on to the oracle's token 0).
   const float max = kept > kLongList ? *std::max_element(values, values + kept) : kNegInf;

@@ -21,51 +21,85 @@ size_t keep_at_least(SortScratch scratch, size_t candidates, float kth) {
 
 namespace {
 
-// top_p_masked_prefix on a list longer than scratch.keys: the same sums in the same order, the
-// keys sorted a chunk at a time (for_each_ascending), twice: for the sum, then for the walk.
-size_t top_p_masked_by_chunks(size_t kept, float top_p, SortScratch scratch,
-                              uint64_t* last_masked) {
-  const float* values = scratch.values.data();
-  const int32_t* ids = scratch.ids.data();
-  auto key_at = [&](size_t i) { return ascending_key(values[i], ids[i]); };
-  uint64_t top_key = 0;
-  for (size_t i = 0; i < kept; ++i) top_key = std::max(top_key, key_at(i));
-  const float max = key_value(top_key);
-  if (max == kNegInf) return 0;
-  double sum = 0;
-  for_each_ascending(kept, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
-    for (size_t j = 0; j < m; ++j) sum += std::exp(key_value(sorted[j]) - max);
-    return true;
-  });
-  const auto inv_sum = static_cast<float>(1.0 / sum);
-  const float cut = 1.0f - top_p;
-  double cumulative = 0;
-  size_t masked = 0;
-  for_each_ascending(kept, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
-    for (size_t j = 0; j < m; ++j) {
-      if (masked + 1 >= kept) return false;  // the largest is never masked
-      cumulative += std::exp(key_value(sorted[j]) - max) * inv_sum;
-      if (static_cast<float>(cumulative) > cut) return false;
-      *last_masked = sorted[j];
-      ++masked;
+// Sorts scratch's first `count` entries (ids / values) in place by key(value, id), which
+// decode(key, &value, &id) turns back into the entry (all of it but a zero's sign: -0 comes back
+// as +0, an equal logit): in chunks of at most keys.size(), each the smallest left, which a radix
+// select bounds and a partition moves to the front of the rest, sorted in scratch.keys.
+template <class Key, class Decode>
+void sort_list_by_chunks(size_t count, SortScratch scratch, Key key, Decode decode) {
+  int32_t* ids = scratch.ids.data();
+  float* values = scratch.values.data();
+  uint64_t* keys = scratch.keys.data();
+  const size_t room = scratch.keys.size();
+  for (size_t begin = 0; begin < count && room > 0;) {
+    const size_t m = std::min(room, count - begin);
+    if (m < count - begin) {
+      const uint64_t last = nth_smallest_key(
+          count - begin, [&](size_t i) { return key(values[begin + i], ids[begin + i]); }, false, 0,
+          m);
+      for (size_t i = begin, to = begin; i < count; ++i) {
+        if (key(values[i], ids[i]) > last) continue;
+        std::swap(values[i], values[to]);
+        std::swap(ids[i], ids[to++]);
+      }
     }
-    return true;
+    for (size_t i = 0; i < m; ++i) keys[i] = key(values[begin + i], ids[begin + i]);
+    std::sort(keys, keys + m);
+    for (size_t i = 0; i < m; ++i) decode(keys[i], &values[begin + i], &ids[begin + i]);
+    begin += m;
+  }
+}
+
+// The list sorted in place by ascending_key (by chunks), decided on that order as in
+// top_p_keep, then its survivors, the end of that order, moved to the front and sorted by id.
+size_t top_p_keep_by_chunks(size_t kept, float top_p, SortScratch scratch, float* x) {
+  auto ascending = [](float value, int32_t id) { return ascending_key(value, id); };  // inlined
+  sort_list_by_chunks(kept, scratch, ascending, [](uint64_t key, float* value, int32_t* id) {
+    *value = key_value(key);
+    *id = key_id(key);
   });
-  return masked;
+  float* values = scratch.values.data();
+  int32_t* ids = scratch.ids.data();
+  const float max = values[kept - 1];
+  size_t masked = 0;
+  if (max > kNegInf) {
+    double sum = 0;
+    for (size_t i = 0; i < kept; ++i) sum += std::exp(values[i] - max);
+    const auto inv_sum = static_cast<float>(1.0 / sum);
+    const float cut = 1.0f - top_p;
+    double cumulative = 0;
+    for (size_t i = 0; i + 1 < kept; ++i) {
+      cumulative += std::exp(values[i] - max) * inv_sum;
+      if (static_cast<float>(cumulative) > cut) break;
+      masked = i + 1;
+    }
+  }
+  for (size_t i = 0; x != nullptr && i < masked; ++i) x[ids[i]] = kNegInf;
+  const size_t alive = kept - masked;
+  std::copy(values + masked, values + kept, values);
+  std::copy(ids + masked, ids + kept, ids);
+  auto by_id = [](float value, int32_t id) {
+    return (uint64_t{static_cast<uint32_t>(id)} << 32) | orderable(value);
+  };
+  sort_list_by_chunks(alive, scratch, by_id, [](uint64_t key, float* value, int32_t* id) {
+    *value = from_orderable(static_cast<uint32_t>(key));
+    *id = static_cast<int32_t>(key >> 32);
+  });
+  return alive;
 }
 
 }  // namespace
 
 // The masked entries of the oracle's full walk add exact zeros to its sums, so deciding on the
 // list alone gives the same cut. Cumulative sums never decrease: the masked ones are a prefix.
-size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch, uint64_t* last_masked) {
-  if (kept > scratch.keys.size()) return top_p_masked_by_chunks(kept, top_p, scratch, last_masked);
+size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
+  if (kept == 0) return 0;
+  if (kept > scratch.keys.size()) return top_p_keep_by_chunks(kept, top_p, scratch, x);
   uint64_t* keys = scratch.keys.data();
   for (size_t i = 0; i < kept; ++i) keys[i] = ascending_key(scratch.values[i], scratch.ids[i]);
   std::sort(keys, keys + kept);
-  if (kept == 0) return 0;
   const float max = key_value(keys[kept - 1]);
-  if (max == kNegInf) return 0;
+  if (max == kNegInf) return kept;
   double sum = 0;
   for (size_t i = 0; i < kept; ++i) sum += std::exp(key_value(keys[i]) - max);
   const auto inv_sum = static_cast<float>(1.0 / sum);
@@ -77,8 +111,16 @@ size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch, uint64
     if (static_cast<float>(cumulative) > cut) break;
     masked = i + 1;
   }
-  if (masked > 0) *last_masked = keys[masked - 1];
-  return masked;
+  if (masked == 0) return kept;
+  for (size_t i = 0; x != nullptr && i < masked; ++i) x[key_id(keys[i])] = kNegInf;
+  const uint64_t last_masked = keys[masked - 1];
+  size_t alive = 0;
+  for (size_t i = 0; i < kept; ++i) {
+    if (ascending_key(scratch.values[i], scratch.ids[i]) <= last_masked) continue;
+    scratch.ids[alive] = scratch.ids[i];
+    scratch.values[alive++] = scratch.values[i];
+  }
+  return alive;
 }
 
 void sort_samples(float* values, size_t n, unsigned from_bit) {

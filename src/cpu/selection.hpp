@@ -108,10 +108,11 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
 // smallest kept logit), in id order; returns how many.
 size_t keep_at_least(SortScratch scratch, size_t candidates, float kth);
 
-// Spec §9.3 on a list of `kept` entries (scratch.ids / values) with the oracle's arithmetic in
-// the oracle's order: returns how many of them top-p masks, the first ones of the ascending
-// order (ascending_key): those whose key is at most *last_masked (set when any is masked).
-size_t top_p_masked_prefix(size_t kept, float top_p, SortScratch scratch, uint64_t* last_masked);
+// Spec §9.3 on a list of `kept` entries (scratch.ids / values, id order) with the oracle's
+// arithmetic in the oracle's order (ascending_key, sorted in scratch.keys, or the list itself
+// sorted by chunks when longer): sets x[id] = -inf for each entry masked (x may be null), leaves
+// the survivors in scratch in id order and returns how many.
+size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x);
 
 // The oracle's draw (inverse CDF, double cumulative sum of float32 weights exp(v - max), zero
 // weights skipped) over `listed` entries in id order: value_at(i) is entry i's logit, ids[i] its
