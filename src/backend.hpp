@@ -186,9 +186,9 @@ class Backend {
   // disables), then, if apply_top_p, mask where the ascending float32 cumulative softmax is
   // <= 1 - top_p, never the largest. Ties are ordered by ascending token id ranking as larger.
   // Returns m when scratch.ids[0, m) lists, in id order, every token that may still be finite
-  // (a superset of the kept ones: top-p may have masked some since); kDenseWeights when instead
-  // scratch.values[0, n) holds exp(x - max) (the draw's weights) for every entry not masked;
-  // else kNotListed.
+  // (a superset of the kept ones: a top-p band's list may hold some that top-p masked since);
+  // kDenseWeights when instead scratch.values[0, n) holds exp(x - max) (the draw's weights) for
+  // every entry not masked; else kNotListed.
   virtual size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p,
                                    float top_p, SortScratch scratch) const = 0;
 

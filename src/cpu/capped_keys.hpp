@@ -41,8 +41,9 @@ uint64_t nth_smallest_key(size_t count, KeyAt key_at, bool above_floor, uint64_t
 
 // Calls visit(sorted, m) with the keys key_at(i) (i < count; kNoKey ones skipped) in ascending
 // order, in chunks of at most keys.size() sorted in keys; stops when visit returns false. The keys
-// must be distinct (ours hold an id or a list index). Each chunk but the last costs 9 passes over
-// the list (the select's 8, then the listing), the last one pass.
+// must be distinct (ours hold an id or a list index). A counting pass, then each chunk but the
+// last costs 9 passes over the list (the select's 8, then the listing), the last one pass. A key
+// that visit's side effects change must leave the walk (kNoKey, or at most the chunk's largest).
 template <class KeyAt, class Visit>
 void for_each_ascending(size_t count, KeyAt key_at, std::span<uint64_t> keys, Visit visit) {
   size_t remaining = 0;

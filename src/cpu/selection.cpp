@@ -76,8 +76,10 @@ size_t top_p_keep_by_chunks(size_t kept, float top_p, SortScratch scratch, float
   }
   for (size_t i = 0; x != nullptr && i < masked; ++i) x[ids[i]] = kNegInf;
   const size_t alive = kept - masked;
-  std::copy(values + masked, values + kept, values);
-  std::copy(ids + masked, ids + kept, ids);
+  if (masked > 0) {
+    std::copy(values + masked, values + kept, values);
+    std::copy(ids + masked, ids + kept, ids);
+  }
   auto by_id = [](float value, int32_t id) {
     return (uint64_t{static_cast<uint32_t>(id)} << 32) | orderable(value);
   };

@@ -1,7 +1,8 @@
 // lastmile — the CPU backend's selection pieces, shared by the row kernels (cpu_backend.cpp) and
 // the draw straight from a caller's row (input_draw.cpp): top-k without sorting the row, top-p's
-// cut on a short list with the oracle's arithmetic, the oracle's walk over a list, and the
-// logit threshold of a softmax probability test.
+// cut on a list with the oracle's arithmetic, the oracle's walk over a list, and the logit
+// threshold of a softmax probability test. Their sorts fit scratch.keys or go by chunks
+// (capped_keys.hpp).
 #pragma once
 
 #include <algorithm>
@@ -273,23 +274,19 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
                  ? ascending_key(value_at(i), static_cast<int32_t>(i))
                  : kNoKey;
     };
-    // The entries the walk masks are a prefix of its order (the sum never decreases), all those
-    // up to the last key masked; masked after the walk, as masking may change an entry's key.
-    bool any = false;
-    uint64_t last_masked = 0;
+    // Masked in the walk's order, as below (a caller's mask may subtract from a sum). A masked
+    // entry's key leaves the walk's remaining keys: its q leaves the bucket (set to -1 or 0) or
+    // its value drops to -inf, below the chunk's. The walk stops at the first sum above the cut:
+    // the sum never decreases.
     for_each_ascending(count, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
       for (size_t k = 0; k < m; ++k) {
-        cumulative += q_at(static_cast<size_t>(key_id(sorted[k])));
+        const auto i = static_cast<size_t>(key_id(sorted[k]));
+        cumulative += q_at(i);
         if (static_cast<float>(cumulative) > cut) return false;
-        any = true;
-        last_masked = sorted[k];
+        if (ids[i] != top) mask(i);
       }
       return true;
     });
-    for (size_t i = 0; any && i < count; ++i) {
-      const uint64_t entry_key = key_at(i);
-      if (entry_key != kNoKey && entry_key <= last_masked && ids[i] != top) mask(i);
-    }
     return;
   }
   std::sort(keys, keys + walked);

@@ -22,7 +22,7 @@ TEST(RowScratch, HoldsThreeRowsAndAQuarterForTheVocabulary) {
     const auto row = static_cast<size_t>(vocab) * sizeof(float);
     EXPECT_LE(row_bytes(s), row * 13 / 4 + 2 * lastmile::detail::kSortSlack * sizeof(float))
         << "vocab " << vocab;
-    EXPECT_GE(s.sort_keys.size(), static_cast<size_t>(vocab) / 64);  // a bitmap of the row
+    EXPECT_GE(s.sort_keys.size(), (static_cast<size_t>(vocab) + 63) / 64);  // a bitmap of the row
   }
 }
 
