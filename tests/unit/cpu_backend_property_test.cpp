@@ -299,6 +299,71 @@ TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID)
   }
 }
 
+// A top-N of more entries than a worker's keys hold (k above n / 8, with ties and a -0 / +0
+// pair), sorted by chunks: the oracle's ids and values in the processed mode (top_n of the
+// working row); in the raw ones (the caller's row, every dtype) its rank, values within 1e-5,
+// ids in the order of its own values, and every id the oracle shows clearly above the k-th. The
+// first trials show one fewer than the keys hold, as many, and one more.
+TEST(CpuBackendProperty, TopNOfThousandsIsTheOraclesOrder) {
+  std::mt19937_64 rng(53);
+  Scratch a, b;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t n = trial % 2 ? 40000 : 4097 + static_cast<int64_t>(rng() % 9000);
+    std::normal_distribution<float> logit(0.0f, 2.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = logit(rng);
+    for (int i = 0; i < 200; ++i) x[rng() % x.size()] = x[rng() % x.size()];  // ties
+    x[rng() % x.size()] = 0.0f;
+    x[rng() % x.size()] = -0.0f;
+    const auto room = static_cast<int64_t>(lastmile::detail::sort_keys_size(x.size()));
+    const int64_t k = trial < 6
+                          ? room - 1 + trial % 3
+                          : room + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 2));
+    const auto kk = static_cast<size_t>(k);
+    std::vector<TokenId> ids_fast(kk), ids_slow(kk);
+    std::vector<float> values_fast(kk), values_slow(kk);
+    cpu().top_n(x.data(), n, k, ids_fast.data(), values_fast.data(), a.get(x.size()));
+    oracle().top_n(x.data(), n, k, ids_slow.data(), values_slow.data(), b.get(x.size()));
+    EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " k " << k;
+    EXPECT_EQ(values_fast, values_slow) << "trial " << trial;
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(x, dtype, halves, 1.0f);
+    for (const bool log_softmax : {true, false}) {
+      const auto token = static_cast<TokenId>(rng() % static_cast<uint64_t>(n));
+      const auto slow =
+          oracle().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_slow.data(),
+                                      values_slow.data(), b.get(x.size()));
+      const auto fast =
+          cpu().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_fast.data(),
+                                   values_fast.data(), a.get(x.size()));
+      EXPECT_EQ(fast.rank, slow.rank) << "trial " << trial;
+      // The log-sums differ within 1e-5, so rounding may merge different neighbours into ties:
+      // the order is checked on the backend's own values, the ids against the oracle's away
+      // from them (more than 1e-5 above the k-th value).
+      for (size_t i = 0; i < kk; ++i) {
+        ASSERT_NEAR(values_fast[i], values_slow[i], 1e-5f) << "trial " << trial << " rank " << i;
+        if (i == 0) continue;
+        ASSERT_TRUE(values_fast[i - 1] > values_fast[i] ||
+                    (values_fast[i - 1] == values_fast[i] && ids_fast[i - 1] < ids_fast[i]))
+            << "trial " << trial << " rank " << i;
+      }
+      std::set<TokenId> clear_fast, clear_slow;
+      for (size_t i = 0; i < kk; ++i) {
+        if (values_slow[i] > values_slow[kk - 1] + 1e-5f) clear_slow.insert(ids_slow[i]);
+        if (values_fast[i] > values_slow[kk - 1] + 2e-5f) clear_fast.insert(ids_fast[i]);
+      }
+      for (const TokenId id : clear_fast)  // every clear winner of ours is one of the oracle's
+        EXPECT_TRUE(clear_slow.count(id) || std::count(ids_slow.begin(), ids_slow.end(), id))
+            << "trial " << trial << " id " << id;
+      EXPECT_EQ(std::set<TokenId>(ids_fast.begin(), ids_fast.end()).size(), kk);
+      for (const TokenId id : clear_slow)
+        EXPECT_TRUE(std::count(ids_fast.begin(), ids_fast.end(), id))
+            << "trial " << trial << " id " << id;
+    }
+  }
+}
+
 const lastmile::detail::ParallelFor kSerial{};
 // Rows reach top-N checked, but one that was not (NaN in most entries) must still give ids in
 // the row and no read outside it, in both modes: processed (top_n) and raw (the caller's row).
