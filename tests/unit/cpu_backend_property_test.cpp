@@ -254,6 +254,56 @@ TEST(CpuBackendProperty, TopNRankArgmaxAndDrawEqualTheOracle) {
   }
 }
 
+// A k-entry top-N by the cpu backend (fast) and the oracle (slow), side by side: processed
+// (top_n of a working row x), or raw (the caller's row src; returns the two ranks).
+struct TopNs {
+  std::vector<TokenId> ids_fast, ids_slow;
+  std::vector<float> values_fast, values_slow;
+  explicit TopNs(int64_t k)
+      : ids_fast(static_cast<size_t>(k)),
+        ids_slow(static_cast<size_t>(k)),
+        values_fast(static_cast<size_t>(k)),
+        values_slow(static_cast<size_t>(k)) {}
+  int64_t k() const { return static_cast<int64_t>(ids_fast.size()); }
+  void processed(const std::vector<float>& x, Scratch& a, Scratch& b) {
+    const auto n = static_cast<int64_t>(x.size());
+    cpu().top_n(x.data(), n, k(), ids_fast.data(), values_fast.data(), a.get(x.size()));
+    oracle().top_n(x.data(), n, k(), ids_slow.data(), values_slow.data(), b.get(x.size()));
+  }
+  std::pair<int64_t, int64_t> raw(const void* src, lastmile::DType dtype, int64_t n,
+                                  bool log_softmax, TokenId token, Scratch& a, Scratch& b) {
+    const auto size = static_cast<size_t>(n);
+    const auto slow = oracle().input_raw_logprobs(src, dtype, n, log_softmax, token, k(),
+                                                  ids_slow.data(), values_slow.data(), b.get(size));
+    const auto fast = cpu().input_raw_logprobs(src, dtype, n, log_softmax, token, k(),
+                                               ids_fast.data(), values_fast.data(), a.get(size));
+    return {fast.rank, slow.rank};
+  }
+};
+
+// Row x's top-N of k both ways, processed (the oracle's ids and values exactly) and raw from the
+// caller's row in the trial's dtype, for log_softmax and raw_logits (the oracle's rank); then
+// check_raw(top, log_softmax) on the raw ones.
+template <class CheckRaw>
+void expect_top_ns_match(const std::vector<float>& x, int64_t k, int trial, std::mt19937_64& rng,
+                         CheckRaw check_raw) {
+  Scratch a, b;
+  const auto n = static_cast<int64_t>(x.size());
+  TopNs top(k);
+  top.processed(x, a, b);
+  EXPECT_EQ(top.ids_fast, top.ids_slow) << "trial " << trial << " k " << k;
+  EXPECT_EQ(top.values_fast, top.values_slow) << "trial " << trial;
+  const auto dtype = static_cast<lastmile::DType>(trial % 3);
+  std::vector<uint16_t> halves;
+  const void* src = caller_row(x, dtype, halves, 1.0f);
+  for (const bool log_softmax : {true, false}) {
+    const auto token = static_cast<TokenId>(rng() % static_cast<uint64_t>(n));
+    const auto [fast_rank, slow_rank] = top.raw(src, dtype, n, log_softmax, token, a, b);
+    EXPECT_EQ(fast_rank, slow_rank) << "trial " << trial;
+    check_raw(top, log_softmax);
+  }
+}
+
 // A masked row (a processed top-k, top-p or min-p row) shown with more logprobs than it keeps:
 // the top-N is its finite entries, then -inf ones by ascending id, as the oracle's, in the
 // processed modes (top_n of the working row) and the raw ones (the caller's row, every dtype).
@@ -261,7 +311,6 @@ TEST(CpuBackendProperty, TopNRankArgmaxAndDrawEqualTheOracle) {
 // that; 0 to k - 1 finite entries with ties.
 TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID) {
   std::mt19937_64 rng(23);
-  Scratch a, b;
   for (int trial = 0; trial < 60; ++trial) {
     const int64_t n = trial % 2 ? 32000 : 40000 + static_cast<int64_t>(rng() % 100000);
     const int64_t k = trial % 3 == 0 ? 200 : 20;
@@ -270,32 +319,16 @@ TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID)
     std::normal_distribution<float> logit(0.0f, 2.0f);
     for (int64_t i = 0; i < finite; ++i)
       x[rng() % x.size()] = i % 4 == 3 ? 1.5f : logit(rng);  // some ties at 1.5
-    std::vector<TokenId> ids_fast(static_cast<size_t>(k)), ids_slow(static_cast<size_t>(k));
-    std::vector<float> values_fast(static_cast<size_t>(k)), values_slow(static_cast<size_t>(k));
-    cpu().top_n(x.data(), n, k, ids_fast.data(), values_fast.data(), a.get(x.size()));
-    oracle().top_n(x.data(), n, k, ids_slow.data(), values_slow.data(), b.get(x.size()));
-    EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " finite " << finite;
-    EXPECT_EQ(values_fast, values_slow) << "trial " << trial;
-    const auto dtype = static_cast<lastmile::DType>(trial % 3);
-    std::vector<uint16_t> halves;
-    const void* src = caller_row(x, dtype, halves, 1.0f);
-    for (const bool log_softmax : {true, false}) {
-      const auto token = static_cast<TokenId>(rng() % static_cast<uint64_t>(n));
-      const auto slow =
-          oracle().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_slow.data(),
-                                      values_slow.data(), b.get(x.size()));
-      const auto fast =
-          cpu().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_fast.data(),
-                                   values_fast.data(), a.get(x.size()));
-      EXPECT_EQ(fast.rank, slow.rank) << "trial " << trial;
-      EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " log_softmax " << log_softmax;
-      for (size_t i = 0; i < ids_fast.size(); ++i) {  // the log-sums agree within 1e-5
-        if (values_slow[i] == -kInf)
-          EXPECT_EQ(values_fast[i], -kInf) << "trial " << trial << " rank " << i;
+    expect_top_ns_match(x, k, trial, rng, [&](const TopNs& top, bool log_softmax) {
+      EXPECT_EQ(top.ids_fast, top.ids_slow) << "trial " << trial << " log_softmax " << log_softmax;
+      for (size_t i = 0; i < top.ids_fast.size(); ++i) {  // the log-sums agree within 1e-5
+        if (top.values_slow[i] == -kInf)
+          EXPECT_EQ(top.values_fast[i], -kInf) << "trial " << trial << " rank " << i;
         else
-          EXPECT_NEAR(values_fast[i], values_slow[i], 1e-5f) << "trial " << trial << " rank " << i;
+          EXPECT_NEAR(top.values_fast[i], top.values_slow[i], 1e-5f)
+              << "trial " << trial << " rank " << i;
       }
-    }
+    });
   }
 }
 
@@ -306,7 +339,6 @@ TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID)
 // first trials show one fewer than the keys hold, as many, and one more.
 TEST(CpuBackendProperty, TopNOfThousandsIsTheOraclesOrder) {
   std::mt19937_64 rng(53);
-  Scratch a, b;
   for (int trial = 0; trial < 24; ++trial) {
     const int64_t n = trial % 2 ? 40000 : 4097 + static_cast<int64_t>(rng() % 9000);
     std::normal_distribution<float> logit(0.0f, 2.0f);
@@ -320,24 +352,11 @@ TEST(CpuBackendProperty, TopNOfThousandsIsTheOraclesOrder) {
                           ? room - 1 + trial % 3
                           : room + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 2));
     const auto kk = static_cast<size_t>(k);
-    std::vector<TokenId> ids_fast(kk), ids_slow(kk);
-    std::vector<float> values_fast(kk), values_slow(kk);
-    cpu().top_n(x.data(), n, k, ids_fast.data(), values_fast.data(), a.get(x.size()));
-    oracle().top_n(x.data(), n, k, ids_slow.data(), values_slow.data(), b.get(x.size()));
-    EXPECT_EQ(ids_fast, ids_slow) << "trial " << trial << " k " << k;
-    EXPECT_EQ(values_fast, values_slow) << "trial " << trial;
-    const auto dtype = static_cast<lastmile::DType>(trial % 3);
-    std::vector<uint16_t> halves;
-    const void* src = caller_row(x, dtype, halves, 1.0f);
-    for (const bool log_softmax : {true, false}) {
-      const auto token = static_cast<TokenId>(rng() % static_cast<uint64_t>(n));
-      const auto slow =
-          oracle().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_slow.data(),
-                                      values_slow.data(), b.get(x.size()));
-      const auto fast =
-          cpu().input_raw_logprobs(src, dtype, n, log_softmax, token, k, ids_fast.data(),
-                                   values_fast.data(), a.get(x.size()));
-      EXPECT_EQ(fast.rank, slow.rank) << "trial " << trial;
+    expect_top_ns_match(x, k, trial, rng, [&](const TopNs& top, bool) {
+      const std::vector<TokenId>& ids_fast = top.ids_fast;
+      const std::vector<TokenId>& ids_slow = top.ids_slow;
+      const std::vector<float>& values_fast = top.values_fast;
+      const std::vector<float>& values_slow = top.values_slow;
       // The log-sums differ within 1e-5, so rounding may merge different neighbours into ties:
       // the order is checked on the backend's own values, the ids against the oracle's away
       // from them (more than 1e-5 above the k-th value).
@@ -360,7 +379,7 @@ TEST(CpuBackendProperty, TopNOfThousandsIsTheOraclesOrder) {
       for (const TokenId id : clear_slow)
         EXPECT_TRUE(std::count(ids_fast.begin(), ids_fast.end(), id))
             << "trial " << trial << " id " << id;
-    }
+    });
   }
 }
 
@@ -665,6 +684,16 @@ TEST(CpuBackendProperty, RawLogprobsFromTheCallersRowEqualTheOraclesSnapshot) {
   EXPECT_GT(merged_rows, 150);  // the rounding-ties rows did merge values
 }
 
+// Top-p alone (p) at temperature t over a row of n, as the input draw takes it.
+lastmile::detail::DrawParams top_p_alone(int64_t n, float t, float p) {
+  lastmile::detail::DrawParams params;
+  params.temperature = t;
+  params.top_k = n;
+  params.apply_top_p = true;
+  params.top_p = p;
+  return params;
+}
+
 // Top-p alone drawn straight from the caller's row src: never declined, the same token with the
 // row split in chunks, and the oracle's steps' token unless u sits within rounding of a CDF step.
 void expect_top_p_draw_from_input(const void* src, lastmile::DType dtype, int64_t n,
@@ -693,11 +722,8 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
     const auto dtype = static_cast<lastmile::DType>(trial % 3);
     std::vector<uint16_t> halves;
     const void* src = caller_row(row, dtype, halves, 1.0f);
-    lastmile::detail::DrawParams params;
-    params.temperature = trial % 4 == 0 ? 1.0f : 0.7f;
-    params.top_k = n;
-    params.apply_top_p = true;
-    params.top_p = std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
+    const lastmile::detail::DrawParams params = top_p_alone(
+        n, trial % 4 == 0 ? 1.0f : 0.7f, std::uniform_real_distribution<float>(0.3f, 0.99f)(rng));
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
     expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
   }
@@ -719,11 +745,7 @@ TEST(CpuBackendProperty, TopPOverABandOfEqualProbabilitiesLongerThanTheKeysIsThe
     const auto dtype = static_cast<lastmile::DType>(trial % 3);
     std::vector<uint16_t> halves;
     const void* src = caller_row(row, dtype, halves, 1.0f);
-    lastmile::detail::DrawParams params;
-    params.temperature = trial % 2 ? 1.0f : 0.7f;
-    params.top_k = n;
-    params.apply_top_p = true;
-    params.top_p = p;
+    const lastmile::detail::DrawParams params = top_p_alone(n, trial % 2 ? 1.0f : 0.7f, p);
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
     expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
   }
@@ -762,13 +784,10 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsChecksTheGuessedBand) {
     const auto dtype = static_cast<lastmile::DType>(trial % 5 % 3);
     std::vector<uint16_t> halves;
     const void* src = caller_row(row, dtype, halves, 1.0f);
-    lastmile::detail::DrawParams params;
-    params.temperature = temperature;
-    params.top_k = n;
-    params.apply_top_p = true;
-    params.top_p = kind == 2 && trial % 2
-                       ? std::uniform_real_distribution<float>(0.99f, 0.999f)(rng)
-                       : std::uniform_real_distribution<float>(0.3f, 0.99f)(rng);
+    const lastmile::detail::DrawParams params = top_p_alone(
+        n, temperature,
+        kind == 2 && trial % 2 ? std::uniform_real_distribution<float>(0.99f, 0.999f)(rng)
+                               : std::uniform_real_distribution<float>(0.3f, 0.99f)(rng));
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
     expect_top_p_draw_from_input(src, dtype, n, params, u, trial);
   }
@@ -803,11 +822,8 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnPeakedRowsKeepsTheOraclesSet) {
     const auto dtype = static_cast<lastmile::DType>(trial % 3);
     std::vector<uint16_t> halves;
     const void* src = caller_row(row, dtype, halves, 2.0f);
-    lastmile::detail::DrawParams params;
-    params.temperature = trial % 2 ? 1.0f : 0.7f;
-    params.top_k = n;
-    params.apply_top_p = true;
-    params.top_p = std::uniform_real_distribution<float>(0.5f, 0.99f)(rng);
+    const lastmile::detail::DrawParams params = top_p_alone(
+        n, trial % 2 ? 1.0f : 0.7f, std::uniform_real_distribution<float>(0.5f, 0.99f)(rng));
     std::vector<float> x(row.size());
     oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
     std::vector<float> kept = x;
