@@ -21,6 +21,26 @@ size_t keep_at_least(SortScratch scratch, size_t candidates, float kth) {
 
 namespace {
 
+// How many of `kept` entries top-p masks, value_at(i) being the i-th in ascending_key order:
+// the oracle's sums in that order, from the smallest; never the largest (spec §9.3).
+template <class ValueAt>
+size_t top_p_masked_count(size_t kept, float top_p, ValueAt value_at) {
+  const float max = value_at(kept - 1);
+  if (max == kNegInf) return 0;
+  double sum = 0;
+  for (size_t i = 0; i < kept; ++i) sum += std::exp(value_at(i) - max);
+  const auto inv_sum = static_cast<float>(1.0 / sum);
+  const float cut = 1.0f - top_p;
+  double cumulative = 0;
+  size_t masked = 0;
+  for (size_t i = 0; i + 1 < kept; ++i) {
+    cumulative += std::exp(value_at(i) - max) * inv_sum;
+    if (static_cast<float>(cumulative) > cut) break;
+    masked = i + 1;
+  }
+  return masked;
+}
+
 // Sorts scratch's first `count` entries (ids / values) in place by key(value, id), which
 // decode(key, &value, &id) turns back into the entry (all of it but a zero's sign: -0 comes back
 // as +0, an equal logit): in chunks of at most keys.size(), each the smallest left, which a radix
@@ -60,20 +80,7 @@ size_t top_p_keep_by_chunks(size_t kept, float top_p, SortScratch scratch, float
   });
   float* values = scratch.values.data();
   int32_t* ids = scratch.ids.data();
-  const float max = values[kept - 1];
-  size_t masked = 0;
-  if (max > kNegInf) {
-    double sum = 0;
-    for (size_t i = 0; i < kept; ++i) sum += std::exp(values[i] - max);
-    const auto inv_sum = static_cast<float>(1.0 / sum);
-    const float cut = 1.0f - top_p;
-    double cumulative = 0;
-    for (size_t i = 0; i + 1 < kept; ++i) {
-      cumulative += std::exp(values[i] - max) * inv_sum;
-      if (static_cast<float>(cumulative) > cut) break;
-      masked = i + 1;
-    }
-  }
+  const size_t masked = top_p_masked_count(kept, top_p, [values](size_t i) { return values[i]; });
   for (size_t i = 0; x != nullptr && i < masked; ++i) x[ids[i]] = kNegInf;
   const size_t alive = kept - masked;
   if (masked > 0) {
@@ -100,19 +107,8 @@ size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
   uint64_t* keys = scratch.keys.data();
   for (size_t i = 0; i < kept; ++i) keys[i] = ascending_key(scratch.values[i], scratch.ids[i]);
   std::sort(keys, keys + kept);
-  const float max = key_value(keys[kept - 1]);
-  if (max == kNegInf) return kept;
-  double sum = 0;
-  for (size_t i = 0; i < kept; ++i) sum += std::exp(key_value(keys[i]) - max);
-  const auto inv_sum = static_cast<float>(1.0 / sum);
-  const float cut = 1.0f - top_p;
-  double cumulative = 0;
-  size_t masked = 0;
-  for (size_t i = 0; i + 1 < kept; ++i) {
-    cumulative += std::exp(key_value(keys[i]) - max) * inv_sum;
-    if (static_cast<float>(cumulative) > cut) break;
-    masked = i + 1;
-  }
+  const size_t masked =
+      top_p_masked_count(kept, top_p, [keys](size_t i) { return key_value(keys[i]); });
   if (masked == 0) return kept;
   for (size_t i = 0; x != nullptr && i < masked; ++i) x[key_id(keys[i])] = kNegInf;
   const uint64_t last_masked = keys[masked - 1];

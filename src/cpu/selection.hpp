@@ -268,35 +268,35 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
       ++walked;
     }
   }
-  if (walked > scratch.keys.size()) {  // too many to sort at once (probabilities all but equal)
-    auto key_at = [&](size_t i) {
-      return key(q_at(i)) - first_key == crossing
-                 ? ascending_key(value_at(i), static_cast<int32_t>(i))
-                 : kNoKey;
-    };
-    // Masked in the walk's order, as below (a caller's mask may subtract from a sum). A masked
-    // entry's key leaves the walk's remaining keys: its q leaves the bucket (set to -1 or 0) or
-    // its value drops to -inf, below the chunk's. The walk stops at the first sum above the cut:
-    // the sum never decreases.
-    for_each_ascending(count, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
-      for (size_t k = 0; k < m; ++k) {
-        const auto i = static_cast<size_t>(key_id(sorted[k]));
-        cumulative += q_at(i);
-        if (static_cast<float>(cumulative) > cut) return false;
-        if (ids[i] != top) mask(i);
-      }
-      return true;
-    });
+  // The walk over sorted keys, masking in its order (a caller's mask may subtract from a sum);
+  // false at the first sum above the cut, as the sum never decreases.
+  auto walk = [&](const uint64_t* sorted, size_t m) {
+    for (size_t k = 0; k < m; ++k) {
+      const auto i = static_cast<size_t>(key_id(sorted[k]));
+      cumulative += q_at(i);
+      if (static_cast<float>(cumulative) > cut) return false;
+      // A p so small that 1 - p rounds to about 1 can put the cut above every bucket, the top
+      // token's included (rounded masses sum to just under 1): the largest is never masked, §9.3.
+      if (ids[i] != top) mask(i);
+    }
+    return true;
+  };
+  if (walked <= scratch.keys.size()) {
+    std::sort(keys, keys + walked);
+    walk(keys, walked);
     return;
   }
-  std::sort(keys, keys + walked);
-  for (size_t k = 0; k < walked; ++k) {
-    const auto i = static_cast<size_t>(key_id(keys[k]));
-    cumulative += q_at(i);
-    // A p so small that 1 - p rounds to about 1 can put the cut above every bucket, the top
-    // token's included (rounded masses sum to just under 1): the largest is never masked, §9.3.
-    if (static_cast<float>(cumulative) <= cut && ids[i] != top) mask(i);
-  }
+  // Too many to sort at once (probabilities all but equal): by chunks. A masked entry's key
+  // leaves the walk's remaining keys: its q leaves the bucket (set to -1 or 0) or its value
+  // drops to -inf, below the chunk's.
+  for_each_ascending(
+      count,
+      [&](size_t i) {
+        return key(q_at(i)) - first_key == crossing
+                   ? ascending_key(value_at(i), static_cast<int32_t>(i))
+                   : kNoKey;
+      },
+      scratch.keys, walk);
 }
 
 // The smallest float v for which passes(v) holds, for a test monotone in v that +inf passes
