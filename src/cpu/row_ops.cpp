@@ -19,6 +19,7 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "cpu/compress-inl.hpp"
+#include "cpu/quotient-inl.hpp"
 // clang-format on
 
 HWY_BEFORE_NAMESPACE();
@@ -229,17 +230,17 @@ struct Float16Source {
   }
 };
 
-// dst = the float32 row of src, divided by t when kDivide (IEEE division per lane: the same bits
-// as scalar division). Returns the first index of dst holding NaN or +inf, or -1: the check
-// rides along the one pass.
+// dst = the float32 row of src, divided by t when kDivide (Quotient: the same bits as scalar
+// division). Returns the first index of dst holding NaN or +inf, or -1: the check rides along
+// the one pass.
 template <bool kDivide, class Source>
 int64_t convert_pass(Source src, float* HWY_RESTRICT dst, size_t n, float t) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const auto vt = hn::Set(d, t);
+  const Quotient quotient(d, t);
   BadLanes bad(d);
   auto finish = [&](hn::Vec<decltype(d)> v) {
-    if constexpr (kDivide) v = hn::Div(v, vt);
+    if constexpr (kDivide) v = quotient.Of(d, v);
     bad.Check(d, v);  // padded tail lanes hold 0: never flagged
     return v;
   };
@@ -412,16 +413,16 @@ int64_t argmax_checked(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad
   return argmax_pass<true>(x, n, first_bad_index);
 }
 
-// x /= t, IEEE division per lane: exact, the same bits as scalar division. Returns the first
-// index holding NaN or +inf, or -1 (the check rides along the pass).
+// x /= t with the bits of scalar division (Quotient). Returns the first index holding NaN or
+// +inf, or -1 (the check rides along the pass).
 int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const auto vt = hn::Set(d, t);
+  const Quotient quotient(d, t);
   BadLanes bad(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto q = hn::Div(hn::LoadU(d, x + i), vt);
+    const auto q = quotient.Of(d, hn::LoadU(d, x + i));
     bad.Check(d, q);
     hn::StoreU(q, d, x + i);
   }
@@ -725,10 +726,10 @@ template <bool kDivide, class Source, class Fn>
 HWY_INLINE bool for_each_vector(Source src, size_t from, size_t to, float t, Fn fn) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const auto vt = hn::Set(d, t);
+  const Quotient quotient(d, t);
   BadLanes bad(d);
   auto scaled = [&](hn::Vec<decltype(d)> v) {
-    if constexpr (kDivide) v = hn::Div(v, vt);
+    if constexpr (kDivide) v = quotient.Of(d, v);
     bad.Check(d, v);
     return v;
   };
