@@ -1,10 +1,11 @@
-// The CPU backend's division by a temperature (cpu/quotient-inl.hpp: a multiply by 1 / t corrected
-// twice with FMAs, the divide outside the range where that is exact): the bits of scalar division,
-// through each pass that divides (cpu::divide, cpu::load_row, block_softmax_stats), on every
-// Highway target the unit tests run on. The long check is DISABLED_ here (minutes): run it with
-// --gtest_also_run_disabled_tests --gtest_filter='CpuQuotient.DISABLED_*'.
+// The CPU backend's division by a temperature (cpu/quotient-inl.hpp: a multiply by a two-part 1 / t
+// corrected with FMAs, the divide outside the range where that is exact): the bits of scalar
+// division, through each pass that divides (cpu::divide, cpu::load_row, block_softmax_stats), on
+// every Highway target the unit tests run on. The long check is DISABLED_ here (minutes): run
+// it with --gtest_also_run_disabled_tests --gtest_filter='CpuQuotient.DISABLED_*'.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cpu/kernels.hpp"
+#include "reference/float16.hpp"
 
 namespace lastmile_test {
 namespace {
@@ -29,21 +31,16 @@ const std::vector<float> kTemperatures = {0.7f,           0.8f,           1.3f, 
 // Values of every class, placed among ordinary logits so that a vector mixes them: zeros,
 // infinities, NaN, subnormals, the ends of the corrected range and past them, the largest floats.
 std::vector<float> mixed_row(uint64_t seed) {
-  const std::vector<float> special = {0.0f,
-                                      -0.0f,
-                                      kInf,
-                                      -kInf,
-                                      std::numeric_limits<float>::quiet_NaN(),
-                                      std::numeric_limits<float>::denorm_min(),
-                                      -std::numeric_limits<float>::denorm_min(),
-                                      std::numeric_limits<float>::min(),
-                                      1e-30f,
-                                      0x1p-60f,
-                                      -0x1.fffffep-61f,
-                                      0x1.fffffep99f,
-                                      -0x1p100f,
-                                      3e38f,
-                                      -std::numeric_limits<float>::max()};
+  const std::vector<float> special = {
+      0.0f, -0.0f, kInf, -kInf, std::numeric_limits<float>::quiet_NaN(),
+      std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+      std::numeric_limits<float>::min(), 1e-30f, 0x1p-60f, -0x1.fffffep-61f, 0x1.fffffep99f,
+      -0x1p100f, 3e38f, -std::numeric_limits<float>::max(),
+      // Where x y + x y_lo alone rounds the other way (t = 0x1.fffffep-1): the correction's.
+      1.0f, 2.0f, -4.0f,
+      // Below 2^-60, where only the range check keeps them exact: the corrected product misses
+      // each at one of the temperatures (0.7, 0.8, 1.3, 1e-5 in turn).
+      0x1.0cb5aep-115f, -0x1.9a2012p-116f, 0x1.0e66c4p-111f, 0x1.108c46p-114f};
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> logit(0.0f, 8.0f);
   std::vector<float> x(4099);
@@ -84,8 +81,25 @@ TEST(CpuQuotient, DividedConversionGivesScalarDivisionsBits) {
   }
 }
 
+// bf16 and fp16 rows widen, then divide: every 16-bit pattern (zeros, subnormals, infinities, NaN).
+TEST(CpuQuotient, DividedHalvesGiveScalarDivisionsOfTheirWidening) {
+  std::vector<uint16_t> halves(1 << 16);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  for (const float t : kTemperatures) {
+    for (const auto dtype : {lastmile::DType::bf16, lastmile::DType::f16}) {
+      std::vector<float> wide(halves.size()), got(halves.size());
+      for (size_t i = 0; i < halves.size(); ++i)
+        wide[i] = dtype == lastmile::DType::bf16 ? lastmile::detail::bf16_to_f32(halves[i])
+                                                 : lastmile::detail::f16_to_f32(halves[i]);
+      lastmile::cpu::load_row(halves.data(), dtype, got.data(), halves.size(), t);
+      expect_scalar_quotients(wide, got, t);
+    }
+  }
+}
+
 // Ordinary logits only (every lane corrected, none divided), many of them: the path a
-// temperature row takes, where one multiply alone would be an ulp off for about a third.
+// temperature row takes, where one multiply alone would be an ulp off for 9% (t = 0.7) to 64%
+// (t = 3e-5) of them.
 TEST(CpuQuotient, CorrectedQuotientsOfLogitsAreScalarDivisions) {
   std::mt19937_64 rng(3);
   std::normal_distribution<float> logit(0.0f, 8.0f);
@@ -121,9 +135,8 @@ TEST(CpuQuotient, SoftmaxStatisticsSeeScalarQuotients) {
 }
 
 // Every dividend significand in [1, 2) against the 64 divisor significands nearest 1 and 2 and
-// 2,000 random ones (1.7e10 quotients through cpu::divide, about two minutes). Offline, scalar C
-// took one correction only through 300,000 random divisors (2.5e12 quotients) with no mismatch,
-// though 1.5% of the uncorrected products (over 2,000 divisors) were more than an ulp off.
+// 2,000 random ones (1.7e10 quotients through cpu::divide, about two minutes). Offline, the same
+// formula in scalar C went through 3,000 divisors (2.5e10 quotients) with no mismatch.
 TEST(CpuQuotient, DISABLED_EveryDividendSignificandAgainstManyDivisors) {
   std::vector<float> x(size_t{1} << 23);
   for (uint32_t m = 0; m < x.size(); ++m) x[m] = std::bit_cast<float>(0x3f800000u | m);
