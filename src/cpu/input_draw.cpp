@@ -533,7 +533,6 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   const auto inv_sum = static_cast<float>(1.0 / row.total);
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();  // the band's quotients, then their q
-  static_assert(std::endian::native == std::endian::little, "the bitmap's bytes make words");
   const auto* bitmap = reinterpret_cast<const uint8_t*>(scratch.keys.data());
   double below = 0;
   for (size_t b = 0; b < row.blocks; ++b) below += below_sums[b];
@@ -546,21 +545,7 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   const double band_bound = 2.0 * static_cast<double>(range.expected) *
                             std::exp(static_cast<double>(range.to) - row.max) * inv_sum;
   if (static_cast<float>(below + band_bound) <= cut) return std::nullopt;
-  size_t listed = 0;
-  with_entries(src, dtype, [&](auto entry) {
-    for (size_t word = 0; word * 64 < n; ++word) {
-      uint64_t bits = 0;  // the bytes past the row's end are not the bitmap's: left 0
-      if ((word + 1) * 64 <= n)
-        std::memcpy(&bits, bitmap + word * 8, 8);
-      else
-        std::memcpy(&bits, bitmap + word * 8, (n - word * 64 + 7) / 8);
-      for (; bits != 0; bits &= bits - 1) {
-        const size_t id = word * 64 + static_cast<size_t>(std::countr_zero(bits));
-        ids[listed] = static_cast<int32_t>(id);
-        qs[listed++] = t == 1.0f ? entry(id) : entry(id) / t;
-      }
-    }
-  });
+  const size_t listed = cpu::list_marked(src, dtype, n, t, bitmap, ids, qs);
   if (listed == 0) return std::nullopt;
   TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
   if (range.to >= row.max) {  // the max may be in the band

@@ -85,6 +85,11 @@ int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v); 
 bool source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max);
 // Compressing kernels store whole vectors past their count: outputs need this many spare entries.
 inline constexpr size_t kCompressSlack = 64;
+// (id, src[id] / t) of the entries marked in bits (bit i % 8 of bits[i / 8], as ValueBand marks
+// them; bits past n ignored, no byte past (n + 7) / 8 read), in id order: the division's bits are
+// scalar division's, unless t is 1. ids and values: room for the count + kCompressSlack.
+size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
+                   int32_t* ids, float* values);
 // (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
 // Stops once more than `limit` entries passed (then returns a count > limit).
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,

@@ -1,8 +1,8 @@
 // The CPU backend's compressing kernels (cpu/row_ops.cpp with cpu/compress-inl.hpp) against plain
-// loops: compress_at_least, compress_source (fp32, bf16, fp16) and probability_band list the same
-// ids and values, in id order. The rows hold every pattern of kept lanes for 16, 8 and 4 lanes
-// (vector m keeps lane j iff bit j of m is set), so each lane table's every entry is used; ctest's
-// unit_on_<target> runs them on each narrower Highway target too.
+// loops: compress_at_least, compress_source (fp32, bf16, fp16), list_marked and probability_band
+// list the same ids and values, in id order. The rows hold every pattern of kept lanes for 16, 8
+// and 4 lanes (vector m keeps lane j iff bit j of m is set), so each lane table's every entry is
+// used; ctest's unit_on_<target> runs them on each narrower Highway target too.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -136,6 +136,71 @@ TEST(CpuCompress, CompressSourceSkipsOnlyGroupsWithNothingToList) {
     cpu::compress_source(y.data(), DType::f32, y.size(), kThreshold, ids.data(), values.data(),
                          &bad);
     EXPECT_TRUE(bad) << poison;
+  }
+}
+
+// list_marked lists the entries a bitmap marks, each divided by t as scalar division does: the
+// bitmap marks every_lane_pattern's entries above the threshold (every pattern of every lane
+// count), a row of 2^20 + 13 entries leaving a last word of 13 bits and a last byte of 5, whose 3
+// bits past the row are set and must not list. The bitmap holds exactly (n + 7) / 8 bytes, so a
+// read past them shows under ASan.
+TEST(CpuCompress, ListMarkedListsEveryLanePatternInEachDtypeDivided) {
+  const std::vector<float> x = every_lane_pattern();
+  std::vector<uint8_t> bits((x.size() + 7) / 8);
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] >= kThreshold) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+  ASSERT_NE(x.size() % 8, 0u);
+  bits.back() |= static_cast<uint8_t>(0xffu << (x.size() % 8));
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    std::vector<uint16_t> half;
+    std::vector<float> widened = x;
+    if (dtype != DType::f32) {
+      half = as_half(x, dtype);
+      for (size_t i = 0; i < x.size(); ++i)
+        widened[i] = dtype == DType::bf16 ? lastmile::detail::bf16_to_f32(half[i])
+                                          : lastmile::detail::f16_to_f32(half[i]);
+    }
+    const void* src = dtype == DType::f32 ? static_cast<const void*>(x.data()) : half.data();
+    for (const float t : {1.0f, 0.7f, 3.0f}) {
+      Listed want;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (x[i] < kThreshold) continue;
+        want.ids.push_back(static_cast<int32_t>(i));
+        want.values.push_back(t == 1.0f ? widened[i] : widened[i] / t);
+      }
+      std::vector<int32_t> ids(x.size() + cpu::kCompressSlack);
+      std::vector<float> values(x.size() + cpu::kCompressSlack);
+      const size_t count =
+          cpu::list_marked(src, dtype, x.size(), t, bits.data(), ids.data(), values.data());
+      expect_listed(want, ids, values, count);
+    }
+  }
+}
+
+// Sparse and dense bitmaps over random logits, rows of every length up to three words: the same
+// list as walking the bits one by one.
+TEST(CpuCompress, ListMarkedMatchesABitByBitWalk) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> logit(0.0f, 2.0f);
+  for (size_t n = 1; n <= 200; ++n) {
+    for (const double density : {0.02, 0.5, 1.0}) {
+      std::vector<float> x(n);
+      for (float& v : x) v = logit(rng);
+      std::vector<uint8_t> bits((n + 7) / 8);
+      std::bernoulli_distribution marked(density);
+      Listed want;
+      for (size_t i = 0; i < n; ++i) {
+        if (!marked(rng)) continue;
+        bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+        want.ids.push_back(static_cast<int32_t>(i));
+        want.values.push_back(x[i] / 0.8f);
+      }
+      std::vector<int32_t> ids(n + cpu::kCompressSlack);
+      std::vector<float> values(n + cpu::kCompressSlack);
+      const size_t count =
+          cpu::list_marked(x.data(), DType::f32, n, 0.8f, bits.data(), ids.data(), values.data());
+      expect_listed(want, ids, values, count);
+    }
   }
 }
 
