@@ -720,8 +720,11 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   float lo = std::exp(floor - row.max) * inv_sum;
   float hi = 2;
   size_t band = kNotListed;
-  // Tried only if it reads at most a quarter of the blocks (a flat row would list most of itself).
-  if (lo > 0.0f && 4 * static_cast<size_t>(std::count_if(row.block_max, row.block_max + row.blocks,
+  // Tried only if it reads at most half of the blocks. Of 400 of the bench's LLM-shaped rows (top-p
+  // 0.95), 95% reach at most half and 99% of those find their band there; of the other 19, whose
+  // crossing lies deep in the body (as a flat row's does), one. At most a quarter, as before, sent
+  // a fifth of the rows to the sampled band below, each at twice the time.
+  if (lo > 0.0f && 2 * static_cast<size_t>(std::count_if(row.block_max, row.block_max + row.blocks,
                                                          [&](float m) { return m >= floor; })) <=
                        row.blocks) {
     const size_t kept = list_band(lo);
