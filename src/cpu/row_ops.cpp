@@ -634,6 +634,28 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
   return count;
 }
 
+// The indices of the entries in [lo, hi), in order; stops once more than `limit` passed (a count
+// > limit). Every vector compressed, without a branch: top-p narrows a flat row's band (8k
+// entries) to a few hundred, which a third of the vectors hold, and the scalar loop this replaced
+// (a branch an entry) cost 4 of such a row's 52 us.
+size_t list_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi,
+                    uint32_t* HWY_RESTRICT at, size_t limit) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t lanes = hn::Lanes(d);
+  const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+  size_t count = 0, i = 0;
+  auto list = [&](hn::Vec<decltype(d)> v, hn::Mask<decltype(d)> valid) {
+    const auto keep = hn::And(valid, hn::AndNot(hn::Lt(v, vlo), hn::Lt(v, vhi)));
+    hn::StoreU(CompressKeptIds(d, keep, i), di, reinterpret_cast<int32_t*>(at) + count);
+    count += hn::CountTrue(d, keep);
+  };
+  for (; i + lanes <= n && count <= limit; i += lanes)
+    list(hn::LoadU(d, x + i), hn::FirstN(d, lanes));
+  if (i < n && count <= limit) list(LoadTail(d, x + i, n - i, lo), hn::FirstN(d, n - i));
+  return count;
+}
+
 // Sums exp(x - max) (ExpFlushToZero; 0 where x = -inf) per block of `block` entries (a multiple
 // of every lane count) with lane-wise float partial sums, each block's sum into block_sums[b] in
 // double, blocks added in order; with kStore also w = exp(x - max). Fixed blocking: the same bits
@@ -1112,6 +1134,7 @@ HWY_EXPORT(load_row_repeated);
 HWY_EXPORT(block_softmax_stats);
 HWY_EXPORT(compress_source);
 HWY_EXPORT(list_marked);
+HWY_EXPORT(list_between);
 HWY_EXPORT(row_argmax);
 HWY_EXPORT(argmax_checked);
 HWY_EXPORT(divide);
@@ -1152,6 +1175,9 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold, 
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
                    int32_t* ids, float* values) {
   return HWY_DYNAMIC_DISPATCH(list_marked)(src, dtype, n, t, bits, ids, values);
+}
+size_t list_between(const float* x, size_t n, float lo, float hi, uint32_t* at, size_t limit) {
+  return HWY_DYNAMIC_DISPATCH(list_between)(x, n, lo, hi, at, limit);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {

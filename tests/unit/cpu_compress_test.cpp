@@ -1,8 +1,8 @@
 // The CPU backend's compressing kernels (cpu/row_ops.cpp with cpu/compress-inl.hpp) against plain
-// loops: compress_at_least, compress_source (fp32, bf16, fp16), list_marked and probability_band
-// list the same ids and values, in id order. The rows hold every pattern of kept lanes for 16, 8
-// and 4 lanes (vector m keeps lane j iff bit j of m is set), so each lane table's every entry is
-// used; ctest's unit_on_<target> runs them on each narrower Highway target too.
+// loops: compress_at_least, compress_source (fp32, bf16, fp16), list_marked, list_between and
+// probability_band list the same ids and values, in id order. The rows hold every pattern of kept
+// lanes for 16, 8 and 4 lanes (vector m keeps lane j iff bit j of m is set), so each lane table's
+// every entry is used; ctest's unit_on_<target> runs them on each narrower Highway target too.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -201,6 +201,40 @@ TEST(CpuCompress, ListMarkedMatchesABitByBitWalk) {
           cpu::list_marked(x.data(), DType::f32, n, 0.8f, bits.data(), ids.data(), values.data());
       expect_listed(want, ids, values, count);
     }
+  }
+}
+
+// list_between lists the indices of the entries in [lo, hi): each vector's lanes in the range
+// follow its pattern, the others lie below lo (or at -0.0, or -inf) or at or above hi, and the
+// range's ends themselves are tried (lo in, hi out).
+TEST(CpuCompress, ListBetweenListsEveryLanePatternAndHonoursItsLimit) {
+  std::vector<float> x = every_lane_pattern();
+  std::mt19937 rng(3);
+  constexpr float kLo = 0.25f, kHi = 0.75f;
+  for (float& v : x) {
+    if (v >= kThreshold) {
+      v = rng() % 4 == 0 ? kLo : 0.5f;
+    } else {
+      const float outside[] = {0.0f, -0.0f, 0.2499f,
+                               kHi,  2.0f,  -std::numeric_limits<float>::infinity()};
+      v = outside[rng() % 6];
+    }
+  }
+  std::vector<uint32_t> want;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] >= kLo && x[i] < kHi) want.push_back(static_cast<uint32_t>(i));
+  std::vector<uint32_t> at(want.size() + cpu::kCompressSlack);
+  const size_t count = cpu::list_between(x.data(), x.size(), kLo, kHi, at.data(), want.size());
+  ASSERT_EQ(count, want.size());
+  for (size_t k = 0; k < count; ++k) ASSERT_EQ(at[k], want[k]) << "entry " << k;
+  // A limit below the count: more than `limit` returned, the first ones right, nothing written
+  // past limit + kCompressSlack (at holds exactly that).
+  for (const size_t limit : {size_t{0}, size_t{5}, size_t{1000}}) {
+    std::vector<uint32_t> capped(limit + cpu::kCompressSlack);
+    const size_t stopped = cpu::list_between(x.data(), x.size(), kLo, kHi, capped.data(), limit);
+    EXPECT_GT(stopped, limit);
+    for (size_t k = 0; k < std::min(stopped, capped.size()); ++k)
+      ASSERT_EQ(capped[k], want[k]) << "limit " << limit << ", entry " << k;
   }
 }
 
