@@ -90,18 +90,29 @@ std::vector<uint16_t> as_half(const std::vector<float>& x, DType dtype) {
   return half;
 }
 
+// x in dtype (as_half's patterns unless f32) and the float32 values that dtype holds.
+struct RowInDtype {
+  std::vector<uint16_t> half;
+  std::vector<float> widened;
+  const void* src;
+};
+RowInDtype in_dtype(const std::vector<float>& x, DType dtype) {
+  RowInDtype row{{}, x, x.data()};
+  if (dtype == DType::f32) return row;
+  row.half = as_half(x, dtype);
+  for (size_t i = 0; i < x.size(); ++i)
+    row.widened[i] = dtype == DType::bf16 ? lastmile::detail::bf16_to_f32(row.half[i])
+                                          : lastmile::detail::f16_to_f32(row.half[i]);
+  row.src = row.half.data();
+  return row;
+}
+
 TEST(CpuCompress, CompressSourceListsEveryLanePatternInEachDtype) {
   const std::vector<float> x = every_lane_pattern();
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    std::vector<uint16_t> half;
-    std::vector<float> widened = x;
-    if (dtype != DType::f32) {
-      half = as_half(x, dtype);
-      for (size_t i = 0; i < x.size(); ++i)
-        widened[i] = dtype == DType::bf16 ? lastmile::detail::bf16_to_f32(half[i])
-                                          : lastmile::detail::f16_to_f32(half[i]);
-    }
-    const void* src = dtype == DType::f32 ? static_cast<const void*>(x.data()) : half.data();
+    const RowInDtype row = in_dtype(x, dtype);
+    const std::vector<float>& widened = row.widened;
+    const void* src = row.src;
     std::vector<int32_t> ids(x.size() + cpu::kCompressSlack);
     std::vector<float> values(x.size() + cpu::kCompressSlack);
     bool bad = true;
@@ -152,15 +163,9 @@ TEST(CpuCompress, ListMarkedListsEveryLanePatternInEachDtypeDivided) {
   ASSERT_NE(x.size() % 8, 0u);
   bits.back() |= static_cast<uint8_t>(0xffu << (x.size() % 8));
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    std::vector<uint16_t> half;
-    std::vector<float> widened = x;
-    if (dtype != DType::f32) {
-      half = as_half(x, dtype);
-      for (size_t i = 0; i < x.size(); ++i)
-        widened[i] = dtype == DType::bf16 ? lastmile::detail::bf16_to_f32(half[i])
-                                          : lastmile::detail::f16_to_f32(half[i]);
-    }
-    const void* src = dtype == DType::f32 ? static_cast<const void*>(x.data()) : half.data();
+    const RowInDtype row = in_dtype(x, dtype);
+    const std::vector<float>& widened = row.widened;
+    const void* src = row.src;
     for (const float t : {1.0f, 0.7f, 3.0f}) {
       Listed want;
       for (size_t i = 0; i < x.size(); ++i) {
