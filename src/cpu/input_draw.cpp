@@ -17,7 +17,6 @@
 #include "cpu/input_draw.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>

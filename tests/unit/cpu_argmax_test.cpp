@@ -45,6 +45,29 @@ TEST(CpuArgmax, EveryPairOfEqualMaximaGivesTheFirst) {
   }
 }
 
+// Rows longer than the prefetch's reach (1024 entries) first run rounds that prefetch, then the
+// same rounds without: the first of two equal maxima at every position of such a row, the second
+// at a random later one (or none), and in each part of the pass.
+TEST(CpuArgmax, TheFirstOfTwoEqualMaximaInARowThatPrefetches) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> logit(0.0f, 1.0f);
+  const size_t n = 1024 + 64 * 2 + 16 * 3 + 13;
+  std::vector<float> x(n);
+  for (float& v : x) v = logit(rng);
+  for (size_t first = 0; first < n; ++first) {
+    std::vector<float> y = x;
+    y[first] = 8.0f;
+    const size_t second = first + rng() % (n - first);
+    y[second] = 8.0f;
+    int64_t bad = 7;
+    ASSERT_EQ(cpu::row_argmax(y.data(), n), static_cast<int64_t>(first))
+        << "maxima at " << first << " and " << second;
+    ASSERT_EQ(cpu::argmax_checked(y.data(), n, &bad), static_cast<int64_t>(first))
+        << "maxima at " << first << " and " << second;
+    ASSERT_EQ(bad, -1);
+  }
+}
+
 // A maximum of -inf (every entry -inf) gives index 0; one finite entry anywhere wins; a NaN or
 // +inf anywhere is reported by argmax_checked at its index.
 TEST(CpuArgmax, AllNegativeInfinityGivesZeroAndBadValuesAreFound) {
