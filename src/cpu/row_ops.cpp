@@ -47,9 +47,31 @@ int64_t first_bad(const float* x, size_t from, size_t n) {
 // where the 1-ULP version (a two-part ln 2 and degree 6) took nine: the exp passes are
 // compute-bound, and exp_block_sums over a cached 128k row went 42.3 -> 34.4 us on Zen 3 (the two
 // builds timed in turns). 1 + r + r^2 p(r), not Horner's form to the end, keeps it monotone.
+// y * 2^k, or 0 where x < kExpFlushBelow (NaN stays NaN): k added to y's exponent bits (k is
+// t's low bits: the bias bits shift out), exact while the product stays normal, as it does over
+// the range kept.
+template <class D, class V>
+HWY_INLINE V ScaledOrFlushed(D d, V y, V /*k*/, V t, V x) {
+  const hn::RebindToSigned<D> di;
+  const auto scaled = hn::Add(hn::BitCast(di, y), hn::ShiftLeft<23>(hn::BitCast(di, t)));
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, kExpFlushBelow)), hn::BitCast(d, scaled));
+}
+#if HWY_TARGET <= HWY_AVX3
+// AVX-512: one zero-masked vscalefps (y * 2^floor(k), exact while normal: the same bits) in place
+// of the shift, the integer add and the blend, its mask one compare (not less, unordered: NaN
+// kept; Highway's Not of Lt added a mask op that cost as much as the scalef saved). The exp
+// passes are compute-bound: exp_block_sums over a cached 128k row, one block, 12.1 -> 10.8 us on
+// Zen 5 (blocks of 2048: 12.7 -> 11.4), its sums unchanged.
+HWY_INLINE hn::Vec512<float> ScaledOrFlushed(hn::Full512<float>, hn::Vec512<float> y,
+                                             hn::Vec512<float> k, hn::Vec512<float>,
+                                             hn::Vec512<float> x) {
+  const __mmask16 kept = _mm512_cmp_ps_mask(x.raw, _mm512_set1_ps(kExpFlushBelow), _CMP_NLT_UQ);
+  return hn::Vec512<float>{_mm512_maskz_scalef_ps(kept, y.raw, k.raw)};
+}
+#endif
+
 template <class D, class V>
 HWY_INLINE V ExpFlushToZero(D d, V x) {
-  const hn::RebindToSigned<D> di;
   const auto round_bias = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: t's low bits hold round(x/ln 2)
   const auto t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), round_bias);
   const auto k = hn::Sub(t, round_bias);
@@ -64,9 +86,7 @@ HWY_INLINE V ExpFlushToZero(D d, V x) {
   p = hn::MulAdd(p, r, hn::Set(d, 1.666711446e-01f));
   p = hn::MulAdd(p, r, hn::Set(d, 4.999923179e-01f));
   const auto y = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
-  const auto scale = hn::ShiftLeft<23>(hn::BitCast(di, t));  // k << 23: the bias bits shift out
-  const auto e = hn::BitCast(d, hn::Add(hn::BitCast(di, y), scale));
-  return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, kExpFlushBelow)), e);
+  return ScaledOrFlushed(d, y, k, t, x);
 }
 
 // Lanes holding NaN or +inf: what the checked passes accumulate, first_bad's rule per lane. One
