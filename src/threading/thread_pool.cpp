@@ -21,6 +21,8 @@ namespace {
 // millisecond.
 constexpr auto kPollBeforeSleep = std::chrono::microseconds(100);
 
+int64_t now_ticks() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+
 void relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -75,6 +77,8 @@ void ThreadPool::drain(uint32_t generation, const Run& run, int worker) {
         return;
     } while (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
                                            std::memory_order_relaxed));
+    if (worker != 0 && first_worker_claim_at_.load(std::memory_order_relaxed) == 0)
+      first_worker_claim_at_.store(now_ticks(), std::memory_order_relaxed);
     if (!failed_.load(std::memory_order_relaxed)) {
       try {
         run.call(run.task, static_cast<int64_t>(claim & 0xffffffffu), worker);
@@ -92,6 +96,7 @@ void ThreadPool::drain(uint32_t generation, const Run& run, int worker) {
 }
 
 void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idle) {
+  last_worker_delay_ns_ = -1;
   if (workers_.empty() || num_tasks <= 1 || num_tasks > int64_t{0xffffffff} ||  // 32-bit counter
       running_.exchange(true, std::memory_order_acquire)) {  // nested: the counters are taken
     for (int64_t i = 0; i < num_tasks; ++i) call(task, i, 0);
@@ -110,6 +115,8 @@ void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idl
     error_ = nullptr;
     failed_.store(false, std::memory_order_relaxed);
     finished_.store(0, std::memory_order_relaxed);
+    first_worker_claim_at_.store(0, std::memory_order_relaxed);
+    published_at_ = now_ticks();
     claim_.store(uint64_t{generation} << 32, std::memory_order_relaxed);
     published_.store(generation, std::memory_order_release);
   }
@@ -124,6 +131,10 @@ void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idl
     done_.wait(lock, finished);
     error = std::exchange(error_, nullptr);
   }
+  if (const int64_t at = first_worker_claim_at_.load(std::memory_order_relaxed); at != 0)
+    last_worker_delay_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::steady_clock::duration(at - published_at_))
+                                .count();
   if (error) std::rethrow_exception(error);
 }
 

@@ -106,6 +106,31 @@ TEST(ThreadPool, PollingRunsRunEachTaskOnce) {
   }
 }
 
+TEST(ThreadPool, ReportsHowLateItsFirstWorkerClaimedATask) {
+  ThreadPool pool(2);
+  // Task 0 holds the caller until a worker has claimed a task (or 10 s pass): one must have.
+  std::atomic<bool> worker_ran{false};
+  auto task = [&](int64_t i, int worker) {
+    if (worker != 0) worker_ran = true;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (i == 0 && !worker_ran && std::chrono::steady_clock::now() < until) {
+    }
+  };
+  for (int r = 0; r < 5; ++r) {
+    worker_ran = false;
+    pool.run(4, task);
+    ASSERT_TRUE(worker_ran);
+    EXPECT_GE(pool.last_worker_delay_ns(), 0) << "run " << r;
+    EXPECT_LT(pool.last_worker_delay_ns(), 10'000'000'000) << "run " << r;
+  }
+  auto caller_only = [](int64_t, int) {};
+  pool.run(1, caller_only);  // one task runs on the caller
+  EXPECT_EQ(pool.last_worker_delay_ns(), -1);
+  ThreadPool one(1);
+  one.run(4, caller_only);
+  EXPECT_EQ(one.last_worker_delay_ns(), -1);
+}
+
 TEST(ThreadPool, OneThreadRunsTasksInOrderOnTheCaller) {
   ThreadPool pool(1);
   std::vector<int64_t> order;
