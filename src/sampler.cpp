@@ -2,6 +2,7 @@
 #include "lastmile/sampler.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <new>
 #include <string>
@@ -138,6 +139,33 @@ void SamplerImpl::reserve_scratch(const Batch& batch, std::span<const KeptRowSta
   scratch_ready_ = true;
 }
 
+void SamplerImpl::sample_rows(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
+                              std::span<const KeptRowState> kept) {
+  using Clock = std::chrono::steady_clock;
+  const bool spread = pool_.num_threads() > 1 && schedule_.spread(plan.num_rows);
+  Clock::duration caller_time{};
+  int64_t caller_rows = 0;
+  auto task = [&](int64_t row, int worker) {
+    if (worker != 0) return sample_row(plan, logits, batch, kept, row, worker, ParallelFor{});
+    const Clock::time_point start = Clock::now();
+    sample_row(plan, logits, batch, kept, row, 0, ParallelFor{});
+    caller_time += Clock::now() - start;
+    ++caller_rows;
+  };
+  const Clock::time_point start = Clock::now();
+  if (spread) {
+    pool_.run(plan.num_rows, task);
+  } else {
+    for (int64_t row = 0; row < plan.num_rows; ++row) task(row, 0);
+  }
+  const auto ns = [](Clock::duration d) {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  schedule_.record(
+      spread, caller_rows > 0 ? ns(caller_time) / static_cast<double>(caller_rows) : -1,
+      static_cast<double>(spread ? pool_.last_worker_delay_ns() : -1), ns(Clock::now() - start));
+}
+
 const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& batch,
                                          std::span<const KeptRowState> kept) {
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
@@ -153,10 +181,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
     for (int64_t row = 0; row < plan.num_rows; ++row)
       sample_row(plan, logits, batch, kept, row, /*worker=*/0, split);
   } else {
-    auto task = [&](int64_t row, int worker) {
-      sample_row(plan, logits, batch, kept, row, worker, ParallelFor{});
-    };
-    pool_.run(plan.num_rows, task);
+    sample_rows(plan, logits, batch, kept);
   }
   for (int64_t row = 0; row < plan.num_rows; ++row) {
     const RowFailure& failure = failures_[row];

@@ -9,6 +9,7 @@
 #include "lastmile/sampler.hpp"
 #include "pipeline/output_buffers.hpp"
 #include "pipeline/row_step.hpp"
+#include "threading/row_schedule.hpp"
 #include "threading/thread_pool.hpp"
 
 namespace lastmile::detail {
@@ -36,10 +37,14 @@ class SamplerImpl {
   void sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                   std::span<const KeptRowState> kept, int64_t row, int worker,
                   const ParallelFor& split);
+  // The rows side by side over the pool, or in order on the caller (schedule_ decides).
+  void sample_rows(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
+                   std::span<const KeptRowState> kept);
 
   SamplerConfig config_;
   const Backend& backend_;
   ThreadPool pool_;
+  RowSchedule schedule_;
   std::vector<RowScratch> scratch_;   // one per worker
   std::vector<RowFailure> failures_;  // per row: first NaN / +inf, if any
   OutputBuffers out_;
