@@ -142,7 +142,9 @@ void SamplerImpl::reserve_scratch(const Batch& batch, std::span<const KeptRowSta
 void SamplerImpl::sample_rows(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                               std::span<const KeptRowState> kept) {
   using Clock = std::chrono::steady_clock;
-  const bool spread = pool_.num_threads() > 1 && schedule_.spread(plan.num_rows);
+  // One row never spreads: the pool would run it in order, a worker's delay unmeasured.
+  const bool spread =
+      pool_.num_threads() > 1 && plan.num_rows > 1 && schedule_.spread(plan.num_rows);
   Clock::duration caller_time{};
   int64_t caller_rows = 0;
   auto task = [&](int64_t row, int worker) {
