@@ -141,10 +141,14 @@ void SamplerImpl::reserve_scratch(const Batch& batch, std::span<const KeptRowSta
 
 void SamplerImpl::sample_rows(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                               std::span<const KeptRowState> kept) {
+  if (pool_.num_threads() == 1) {
+    for (int64_t row = 0; row < plan.num_rows; ++row)
+      sample_row(plan, logits, batch, kept, row, 0, ParallelFor{});
+    return;
+  }
   using Clock = std::chrono::steady_clock;
   // One row never spreads: the pool would run it in order, a worker's delay unmeasured.
-  const bool spread =
-      pool_.num_threads() > 1 && plan.num_rows > 1 && schedule_.spread(plan.num_rows);
+  const bool spread = plan.num_rows > 1 && schedule_.spread(plan.num_rows);
   Clock::duration caller_time{};
   int64_t caller_rows = 0;
   auto task = [&](int64_t row, int worker) {

@@ -37,19 +37,11 @@ int64_t first_bad(const float* x, size_t from, size_t n) {
   return -1;
 }
 
-// exp(x) for x <= 0, as the softmax kernels need it (x - max): relative error below 4.1e-7 (at
-// most 5.01 ULP, near the bottom of the range; 2.74 ULP above -20) and monotone (all three checked
-// over every float in [-86.9, 0]); below -86.9 it flushes to 0, so the scaling by 2^k never leaves
-// the normal range. Reduction by ln 2 rounded to float in one FMA (its error grows with |k|: the
-// larger errors sit on weights that add nothing to a softmax sum; targets without FMA take ln 2 in
-// two parts, Cody and Waite's way), a degree-5 polynomial (coefficients fitted for relative error
-// 1.05e-7 on |r| <= ln 2 / 2), and 2^k added to the exponent bits. Seven multiplies a vector,
-// where the 1-ULP version (a two-part ln 2 and degree 6) took nine: the exp passes are
-// compute-bound, and exp_block_sums over a cached 128k row went 42.3 -> 34.4 us on Zen 3 (the two
-// builds timed in turns). 1 + r + r^2 p(r), not Horner's form to the end, keeps it monotone.
-// y * 2^k, or 0 where x < kExpFlushBelow (NaN stays NaN): k added to y's exponent bits (k is
-// t's low bits: the bias bits shift out), exact while the product stays normal, as it does over
-// the range kept.
+// ExpFlushToZero's last step: y * 2^k, or 0 where x < kExpFlushBelow; k added to y's exponent
+// bits (k is t's low bits: the bias bits shift out), exact while the product stays normal, as it
+// does over the range kept. For x <= 0 (the callers pass x - max) every target's way gives the
+// same bits; they differ only on what no caller passes: NaN (whose payload the shift moves into
+// the exponent here) and x above 88.
 template <class D, class V>
 HWY_INLINE V ScaledOrFlushed(D d, V y, V /*k*/, V t, V x) {
   const hn::RebindToSigned<D> di;
@@ -57,11 +49,11 @@ HWY_INLINE V ScaledOrFlushed(D d, V y, V /*k*/, V t, V x) {
   return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, kExpFlushBelow)), hn::BitCast(d, scaled));
 }
 #if HWY_TARGET <= HWY_AVX3
-// AVX-512: one zero-masked vscalefps (y * 2^floor(k), exact while normal: the same bits) in place
-// of the shift, the integer add and the blend, its mask one compare (not less, unordered: NaN
-// kept; Highway's Not of Lt added a mask op that cost as much as the scalef saved). The exp
-// passes are compute-bound: exp_block_sums over a cached 128k row, one block, 12.1 -> 10.8 us on
-// Zen 5 (blocks of 2048: 12.7 -> 11.4), its sums unchanged.
+// AVX-512: one zero-masked vscalefps (y * 2^floor(k), k integral: exact while normal, the same
+// bits) in place of the shift, the integer add and the blend, its mask one compare (not less,
+// unordered: the complement of Lt; Highway's Not of Lt added a mask op that cost as much as the
+// scalef saved). The exp passes are compute-bound: exp_block_sums over a cached 128k row, one
+// block, 12.1 -> 10.8 us on Zen 5 (blocks of 2048: 12.7 -> 11.4), its sums unchanged.
 HWY_INLINE hn::Vec512<float> ScaledOrFlushed(hn::Full512<float>, hn::Vec512<float> y,
                                              hn::Vec512<float> k, hn::Vec512<float>,
                                              hn::Vec512<float> x) {
@@ -70,6 +62,16 @@ HWY_INLINE hn::Vec512<float> ScaledOrFlushed(hn::Full512<float>, hn::Vec512<floa
 }
 #endif
 
+// exp(x) for x <= 0, as the softmax kernels need it (x - max): relative error below 4.1e-7 (at
+// most 5.01 ULP, near the bottom of the range; 2.74 ULP above -20) and monotone (all three checked
+// over every float in [-86.9, 0]); below -86.9 it flushes to 0, so the scaling by 2^k never leaves
+// the normal range. Reduction by ln 2 rounded to float in one FMA (its error grows with |k|: the
+// larger errors sit on weights that add nothing to a softmax sum; targets without FMA take ln 2 in
+// two parts, Cody and Waite's way), a degree-5 polynomial (coefficients fitted for relative error
+// 1.05e-7 on |r| <= ln 2 / 2), and 2^k applied exactly (ScaledOrFlushed). Seven multiplies a
+// vector, where the 1-ULP version (a two-part ln 2 and degree 6) took nine: the exp passes are
+// compute-bound, and exp_block_sums over a cached 128k row went 42.3 -> 34.4 us on Zen 3 (the two
+// builds timed in turns). 1 + r + r^2 p(r), not Horner's form to the end, keeps it monotone.
 template <class D, class V>
 HWY_INLINE V ExpFlushToZero(D d, V x) {
   const auto round_bias = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: t's low bits hold round(x/ln 2)

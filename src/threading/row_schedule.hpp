@@ -2,6 +2,7 @@
 // after another on the caller, from what the sampler's past calls measured.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace lastmile::detail {
@@ -9,14 +10,16 @@ namespace lastmile::detail {
 // A worker asleep between calls starts a run late (7-57 us on the README's 2-core VM, the more
 // the longer it slept), and a row it claims late keeps the caller waiting: small batches ran
 // slower on two threads than on one (top-k/top-p rows of 128k tokens: 14.8 against 10.1 us a row
-// at B = 2). n rows of r ns each, side by side, take about (n r + w) / 2 plus half a row of
-// imbalance and the wake-up's cost c when the worker starts w ns late, against n r in order: they
-// pay when n r > w + r + 2 c. So the rows spread when that holds at the running estimates of r
-// (the caller's rows) and w (averages over past calls). w is taken only from a call that follows
-// a spread one, as it would be while the rows keep spreading (after calls in order the worker has
-// slept longer); a call that spreads after calls in order is followed by one more that spreads,
-// and so is every kProbeEvery-th call in order, which keeps w current. The results are the same
-// either way: rows are independent of each other and of the thread that runs them.
+// at B = 2). n rows of r ns each, side by side on two threads, take about (n r + w) / 2 plus half
+// a row of imbalance and the wake-up's cost c when the worker starts w ns late, against n r in
+// order: they pay when n r > w + r + 2 c (with more threads they pay sooner; the rule stays
+// conservative). A worker that claimed no row counts as late as the whole run: a lower bound. So
+// the rows spread when that holds at the running estimates of r (the caller's rows) and w (averages
+// over past calls). w is taken only from a call that follows a spread one, as it would be while the
+// rows keep spreading (after calls in order the worker has slept longer); a call that spreads after
+// calls in order is followed by one more that spreads, and so is every kProbeEvery-th call in
+// order, which keeps w current. The results are the same either way: rows are independent of each
+// other and of the thread that runs them.
 class RowSchedule {
  public:
   static constexpr int kProbeEvery = 32;
@@ -34,7 +37,7 @@ class RowSchedule {
   void record(bool spread, double caller_row_ns, double worker_delay_ns, double run_ns) {
     if (caller_row_ns >= 0) row_ns_ = average(row_ns_, caller_row_ns, row_known_);
     if (!spread) {
-      ++serial_calls_;
+      serial_calls_ = std::min(serial_calls_ + 1, kProbeEvery);  // probes reset it; one thread not
       last_spread_ = false;
       return;
     }

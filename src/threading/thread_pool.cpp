@@ -77,8 +77,9 @@ void ThreadPool::drain(uint32_t generation, const Run& run, int worker) {
         return;
     } while (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
                                            std::memory_order_relaxed));
-    if (worker != 0 && first_worker_claim_at_.load(std::memory_order_relaxed) == 0)
-      first_worker_claim_at_.store(now_ticks(), std::memory_order_relaxed);
+    if (int64_t none = 0;
+        worker != 0 && first_worker_claim_at_.load(std::memory_order_relaxed) == none)
+      first_worker_claim_at_.compare_exchange_strong(none, now_ticks(), std::memory_order_relaxed);
     if (!failed_.load(std::memory_order_relaxed)) {
       try {
         run.call(run.task, static_cast<int64_t>(claim & 0xffffffffu), worker);
@@ -96,7 +97,7 @@ void ThreadPool::drain(uint32_t generation, const Run& run, int worker) {
 }
 
 void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idle) {
-  last_worker_delay_ns_ = -1;
+  last_worker_delay_ns_.store(-1, std::memory_order_relaxed);
   if (workers_.empty() || num_tasks <= 1 || num_tasks > int64_t{0xffffffff} ||  // 32-bit counter
       running_.exchange(true, std::memory_order_acquire)) {  // nested: the counters are taken
     for (int64_t i = 0; i < num_tasks; ++i) call(task, i, 0);
@@ -132,9 +133,10 @@ void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idl
     error = std::exchange(error_, nullptr);
   }
   if (const int64_t at = first_worker_claim_at_.load(std::memory_order_relaxed); at != 0)
-    last_worker_delay_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::duration(at - published_at_))
-                                .count();
+    last_worker_delay_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::duration(at - published_at_))
+                                    .count(),
+                                std::memory_order_relaxed);
   if (error) std::rethrow_exception(error);
 }
 

@@ -28,7 +28,9 @@ class ThreadPool {
 
   // How long after the last run was published a worker claimed its first task (the wake-up a
   // sleeping worker costs), or -1 when the caller ran every task (or the run went in order).
-  int64_t last_worker_delay_ns() const { return last_worker_delay_ns_; }
+  int64_t last_worker_delay_ns() const {
+    return last_worker_delay_ns_.load(std::memory_order_relaxed);
+  }
 
   // What the workers do after a run: sleep at once (the next run is the caller's next call), or
   // poll for the next run for 100 us first (runs that follow closely: the passes of one row).
@@ -82,7 +84,7 @@ class ThreadPool {
   // The current run's publication and its first claim by a worker (steady_clock ticks; 0: none).
   int64_t published_at_ = 0;
   std::atomic<int64_t> first_worker_claim_at_{0};
-  int64_t last_worker_delay_ns_ = -1;
+  std::atomic<int64_t> last_worker_delay_ns_{-1};  // atomic: runs nested in tasks set it too
 };
 
 }  // namespace lastmile::detail

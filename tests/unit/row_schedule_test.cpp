@@ -46,10 +46,13 @@ TEST(RowSchedule, ALateWorkerCountsAsLateAsTheWholeRun) {
 
 TEST(RowSchedule, EstimatesFollowNewMeasurementsByAQuarter) {
   RowSchedule s = learnt(10 * kUs, 20 * kUs);
-  s.record(true, 50 * kUs, 100 * kUs, 1000 * kUs);  // r -> 20 us, w -> 40 us
-  const auto n_needed = static_cast<int64_t>((40 * kUs + 20 * kUs + 2 * c) / (20 * kUs));
-  EXPECT_FALSE(s.spread(n_needed));
+  s.record(true, 10 * kUs, 100 * kUs, 1000 * kUs);  // w -> 20 + (100 - 20) / 4 = 40 us
+  const auto n_needed = static_cast<int64_t>((40 * kUs + 10 * kUs + 2 * c) / (10 * kUs));
+  EXPECT_FALSE(s.spread(n_needed));  // 6 rows: not with w = 40 us; yes with 60 (a half) or 100
   EXPECT_TRUE(s.spread(n_needed + 1));
+  s.record(true, 30 * kUs, 40 * kUs, 1000 * kUs);  // r -> 10 + (30 - 10) / 4 = 15 us
+  EXPECT_FALSE(s.spread(4));                       // 60 us of rows against 40 + 15 + 10
+  EXPECT_TRUE(s.spread(5));
 }
 
 TEST(RowSchedule, CallsInOrderProbeEveryKProbeEveryThCallWithTwoSpreadCalls) {
@@ -73,7 +76,17 @@ TEST(RowSchedule, ACallThatSpreadsAfterCallsInOrderIsFollowedByOneThatMeasures) 
   s.record(true, 10 * kUs, 900 * kUs, 1000 * kUs);  // after sleeping: not learnt
   EXPECT_TRUE(s.spread(2));                         // the next call measures
   s.record(true, 10 * kUs, 20 * kUs, 20 * kUs);
-  EXPECT_FALSE(s.spread(2));  // w stayed about 20 us: two rows of 10 us stay in order
+  // w stayed 20 us: five rows of 10 us spread (50 > 20 + 10 + 2c), which the 900 us learnt, even
+  // by a quarter, would forbid; two do not.
+  EXPECT_TRUE(s.spread(5));
+  EXPECT_FALSE(s.spread(2));
+}
+
+TEST(RowSchedule, CountsCallsInOrderWithoutEnd) {
+  // A sampler on one thread records calls in order for ever: the count stops at the probe's.
+  RowSchedule s = learnt(1 * kUs, 100 * kUs);
+  for (int call = 0; call < 100000; ++call) s.record(false, 1 * kUs, -1, 4 * kUs);
+  EXPECT_TRUE(s.spread(4));  // a probe is due, and stays due
 }
 
 }  // namespace
