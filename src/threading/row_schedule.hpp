@@ -37,7 +37,7 @@ class RowSchedule {
   void record(bool spread, double caller_row_ns, double worker_delay_ns, double run_ns) {
     if (caller_row_ns >= 0) row_ns_ = average(row_ns_, caller_row_ns, row_known_);
     if (!spread) {
-      serial_calls_ = std::min(serial_calls_ + 1, kProbeEvery);  // probes reset it; one thread not
+      serial_calls_ = std::min(serial_calls_ + 1, kProbeEvery);  // capped: it never overflows
       last_spread_ = false;
       return;
     }
