@@ -15,12 +15,6 @@
 namespace lastmile::detail {
 namespace {
 
-// How long a worker polls for the next run after a run of Idle::poll (and the caller for tasks
-// still running) before sleeping: long enough to span the serial part between two passes of a
-// row, short enough that an idle engine's workers leave the cores within a tenth of a
-// millisecond.
-constexpr auto kPollBeforeSleep = std::chrono::microseconds(100);
-
 int64_t now_ticks() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
 void relax() {
@@ -34,7 +28,7 @@ void relax() {
 // Polls done() for at most kPollBeforeSleep.
 template <class Done>
 void poll_until(Done done) {
-  const auto until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+  const auto until = std::chrono::steady_clock::now() + ThreadPool::kPollBeforeSleep;
   while (!done()) {
     for (int i = 0; i < 64; ++i) relax();
     if (std::chrono::steady_clock::now() > until) return;

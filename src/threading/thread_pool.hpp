@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -33,8 +34,14 @@ class ThreadPool {
   }
 
   // What the workers do after a run: sleep at once (the next run is the caller's next call), or
-  // poll for the next run for 100 us first (runs that follow closely: the passes of one row).
+  // poll for the next run for kPollBeforeSleep first (runs that follow closely: the passes of one
+  // row).
   enum class Idle { sleep, poll };
+  // How long a worker polls for the next run after a run of Idle::poll (and the caller for tasks
+  // still running) before sleeping: long enough to span the serial part between two passes of a
+  // row, short enough that an idle engine's workers leave the cores within a tenth of a
+  // millisecond.
+  static constexpr std::chrono::microseconds kPollBeforeSleep{100};
 
   // Calls task(i, worker) once for each i in [0, num_tasks), worker in [0, num_threads()), and
   // returns when every call has returned. If a call throws, the tasks not yet begun are skipped
