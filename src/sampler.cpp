@@ -39,9 +39,10 @@ ParallelFor chunks_over(ThreadPool& pool) {
           }};
 }
 
-// Whether the rows run one after another, each split over the threads, rather than side by side:
-// a lone row always; a few rows only if each leaves two threads or more to itself and all of
-// them split (a row the steps edit does not, and would lose the thread it had).
+// Whether the rows run one after another, each split over the threads (when it pays: see
+// sample()), rather than side by side: a lone row always; a few rows only if each leaves two
+// threads or more to itself and all of them split (a row the steps edit does not, and would lose
+// the thread it had).
 bool split_rows(const BatchPlan& plan, const Batch& batch, DType dtype, int threads) {
   if (plan.num_rows == 1) return true;
   if (plan.num_rows * 2 > threads) return false;
@@ -183,12 +184,19 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   out_.prepare(plan);
   failures_.resize(plan.num_rows);
   if (split_rows(plan, batch, logits.dtype, pool_.num_threads())) {
-    const ParallelFor split = chunks_over(pool_);
+    // A lone row over the pool only while its workers still poll from the last call
+    // (split_window.hpp). A few rows (4 threads or more) split as before: their passes share one
+    // wake-up, which this 2-core machine cannot measure.
+    const bool over_pool = plan.num_rows > 1 || split_window_.is_open(SplitWindow::Clock::now());
+    const ParallelFor split = over_pool ? chunks_over(pool_) : ParallelFor{};
     for (int64_t row = 0; row < plan.num_rows; ++row)
       sample_row(plan, logits, batch, kept, row, /*worker=*/0, split);
   } else {
     sample_rows(plan, logits, batch, kept);
   }
+  // Not reached when a row throws (a custom processor, bad_alloc): the next call then runs its
+  // lone row in order, as after a pause.
+  split_window_.call_ended(SplitWindow::Clock::now());
   for (int64_t row = 0; row < plan.num_rows; ++row) {
     const RowFailure& failure = failures_[row];
     const int64_t bad = failure.token_id;

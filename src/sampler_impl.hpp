@@ -10,6 +10,7 @@
 #include "pipeline/output_buffers.hpp"
 #include "pipeline/row_step.hpp"
 #include "threading/row_schedule.hpp"
+#include "threading/split_window.hpp"
 #include "threading/thread_pool.hpp"
 
 namespace lastmile::detail {
@@ -45,6 +46,7 @@ class SamplerImpl {
   const Backend& backend_;
   ThreadPool pool_;
   RowSchedule schedule_;
+  SplitWindow split_window_;          // whether a lone row splits over the pool
   std::vector<RowScratch> scratch_;   // one per worker
   std::vector<RowFailure> failures_;  // per row: first NaN / +inf, if any
   OutputBuffers out_;

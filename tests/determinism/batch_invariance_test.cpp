@@ -218,7 +218,8 @@ std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int 
 // that the steps edit, or whose logprobs read the working row, run the steps unsplit. A seeded
 // request of each shape gets the same tokens and logprobs alone on 1, 2 or 3 threads, in a batch
 // of 2 on 4 threads and in a batch of 4 on 2 (rows side by side). fp32 and bf16 rows; no, raw
-// and processed logprobs.
+// and processed logprobs. A sampler's first call runs its lone row in order, the eleven that
+// follow it at once split (SplitWindow).
 TEST(BatchInvarianceRowSplit, UnsplitAndSplitRowsGiveTheSameTokensAndLogprobs) {
   const int64_t vocab = 40001;  // seven chunks of the draw and of the argmax
   // Head tokens (every 211th is raised below) in each chunk, so that the penalties move draws.
