@@ -43,7 +43,17 @@ struct Scenario {
   BackendKind backend = BackendKind::automatic;
   // > 0: all but this many entries of each row -inf, as an engine's grammar mask leaves them.
   int64_t finite = 0;
+  // > 0: every timed call follows an idle wait this long, as an engine's decode steps follow its
+  // forward pass (the pool's workers then sleep). This and fresh_rows: stateless scenarios only.
+  std::chrono::microseconds pause{0};
+  // Each call reads its own copy of the batch's logits, none read by the calls of the last 512 MiB
+  // (above the L3 of today's server CPUs: the Xeon in docs/performance-log.md shares 260 MB), so
+  // rows come from memory as a decode step's do (one row read again stays in a core's L2).
+  bool fresh_rows = false;
 };
+
+// Bytes of logits a fresh_rows scenario cycles through.
+constexpr size_t kFreshBytes = size_t{512} << 20;
 
 struct Result {
   Scenario scenario;
@@ -64,13 +74,24 @@ double median(std::vector<double> times) {
 
 // Median seconds per call of each of `calls`, timed in turns (a, b, a, b, ...) so that every one
 // meets the same moments of a shared machine: one warm-up round, then at least 5 rounds and 0.3 s
-// of the first call's time (at most 25 rounds).
-std::vector<double> median_seconds_in_turns(const std::vector<std::function<void()>>& calls) {
+// of the first call's time (at most 25 rounds). With a pause, an untimed idle wait before every
+// call, and 100 rounds (a call after a pause varies more).
+std::vector<double> median_seconds_in_turns(const std::vector<std::function<void()>>& calls,
+                                            std::chrono::microseconds pause = {}) {
   for (const auto& call : calls) call();
   std::vector<std::vector<double>> times(calls.size());
   double first_total = 0;
-  while (times[0].size() < 25 && (times[0].size() < 5 || first_total < 0.3)) {
-    for (size_t c = 0; c < calls.size(); ++c) times[c].push_back(seconds(calls[c]));
+  const bool paused = pause.count() > 0;
+  const size_t min_rounds = paused ? 100 : 5, max_rounds = paused ? 100 : 25;
+  while (times[0].size() < max_rounds && (times[0].size() < min_rounds || first_total < 0.3)) {
+    // With pauses, odd rounds run the calls backwards: the first call after the previous
+    // round's last ran about 10% faster than the rest (the same sampler in every place).
+    const bool backwards = paused && times[0].size() % 2 == 1;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const size_t c = backwards ? calls.size() - 1 - k : k;
+      if (paused) std::this_thread::sleep_for(pause);
+      times[c].push_back(seconds(calls[c]));
+    }
     first_total += times[0].back();
   }
   std::vector<double> medians;
@@ -190,6 +211,10 @@ std::vector<Scenario> all_scenarios(int threads) {
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                {}});
   s.back().twin = Scenario::Twin::one_thread;  // one row split over the threads, in turns
+  s.push_back(s.back());
+  s.back().name = "decode_b1_paused";
+  s.back().pause = std::chrono::milliseconds(2);  // one row per decode step of 2 ms
+  s.back().fresh_rows = true;
   for (int64_t b : {1, 4, 16, 64, 256})
     s.push_back({"scaling_b" + std::to_string(b),
                  b,
@@ -274,8 +299,22 @@ std::vector<unsigned char> make_logits(const Scenario& s) {
 
 Result run_scenario(const Scenario& s) {
   Result result{s};
-  const std::vector<unsigned char> bytes = make_logits(s);
+  std::vector<unsigned char> bytes = make_logits(s);
+  const size_t batch_bytes = bytes.size();
+  const size_t copies =
+      s.fresh_rows ? std::max<size_t>(2, (kFreshBytes + batch_bytes - 1) / batch_bytes) : 1;
+  bytes.resize(batch_bytes * copies);
+  for (size_t c = 1; c < copies; ++c)
+    std::memcpy(bytes.data() + c * batch_bytes, bytes.data(), batch_bytes);
   const LogitsView view{bytes.data(), s.batch, s.vocab, s.vocab, s.dtype};
+  // The copy each call in turns reads: the next one (Scenario::fresh_rows), else the one.
+  size_t copy = 0;
+  auto next_view = [&] {
+    copy = (copy + 1) % copies;
+    LogitsView v = view;
+    v.data = bytes.data() + copy * batch_bytes;
+    return v;
+  };
   Batch batch;
   batch.num_logprobs = s.num_logprobs;
   std::vector<std::vector<TokenId>> histories(static_cast<size_t>(s.batch));
@@ -292,13 +331,18 @@ Result run_scenario(const Scenario& s) {
   const auto rows = static_cast<double>(s.batch);
   detail::ThreadPool pool(s.threads);
   std::vector<float> sink(static_cast<size_t>(s.batch));
+  const void* roofline_data = view.data;
   auto roofline_row = [&](int64_t r, int) {
+    const void* data = roofline_data;
     if (s.dtype == DType::f32)
-      sink[r] = cpu::row_max(static_cast<const float*>(view.data) + r * s.vocab, s.vocab);
+      sink[r] = cpu::row_max(static_cast<const float*>(data) + r * s.vocab, s.vocab);
     else
-      sink[r] = cpu::row_max_bits16(static_cast<const uint16_t*>(view.data) + r * s.vocab, s.vocab);
+      sink[r] = cpu::row_max_bits16(static_cast<const uint16_t*>(data) + r * s.vocab, s.vocab);
   };
-  auto roofline = [&] { pool.run(s.batch, roofline_row); };
+  auto roofline = [&] {
+    roofline_data = next_view().data;
+    pool.run(s.batch, roofline_row);
+  };
   // Ours and the roofline in turns: the machine's memory speed drifts within seconds, and their
   // ratio is the figure that matters.
   std::vector<double> medians;
@@ -314,7 +358,8 @@ Result run_scenario(const Scenario& s) {
     medians = median_seconds_in_turns(calls);
   } else {
     Sampler sampler(config);
-    std::vector<std::function<void()>> calls = {[&] { sampler.sample(view, batch); }, roofline};
+    std::vector<std::function<void()>> calls = {[&] { sampler.sample(next_view(), batch); },
+                                                roofline};
     std::optional<Sampler> twin_sampler;
     std::vector<unsigned char> twin_bytes;
     if (s.twin == Scenario::Twin::llm_shaped) {
@@ -329,14 +374,15 @@ Result run_scenario(const Scenario& s) {
       SamplerConfig one_thread = config;
       one_thread.threads = 1;
       twin_sampler.emplace(one_thread);
-      calls.push_back([&] { twin_sampler->sample(view, batch); });
+      calls.push_back([&] { twin_sampler->sample(next_view(), batch); });
     }
-    medians = median_seconds_in_turns(calls);
+    medians = median_seconds_in_turns(calls, s.pause);
   }
   if (s.twin != Scenario::Twin::none) result.twin_us = medians[2] / rows * 1e6;
   result.ours_us = medians[0] / rows * 1e6;
   result.roofline_us = medians[1] / rows * 1e6;
 
+  // The baseline reads the first copy back to back, with no pause: its full sort dominates.
   std::vector<bench::BaselineScratch> scratch(static_cast<size_t>(pool.num_threads()));
   auto baseline = [&](int64_t r, int worker) {
     sink[r] = static_cast<float>(bench::baseline_sample_row(
@@ -380,8 +426,13 @@ int run_bench(const BenchOptions& options) {
     probe.backend = options.backend;
     backend_name = Sampler(probe).backend_name();
   }
-  for (Scenario& s : all_scenarios(threads))
-    if (options.scenario.empty() || s.name.rfind(options.scenario, 0) == 0)
+  std::vector<Scenario> all = all_scenarios(threads);
+  // A name picks that scenario alone (decode_b1, not decode_b1_paused too); else a prefix.
+  const bool named = std::any_of(all.begin(), all.end(),
+                                 [&](const Scenario& s) { return s.name == options.scenario; });
+  for (Scenario& s : all)
+    if (options.scenario.empty() || s.name == options.scenario ||
+        (!named && s.name.rfind(options.scenario, 0) == 0))
       scenarios.push_back(std::move(s));
   if (scenarios.empty())
     throw InvalidArgument("--scenario " + options.scenario +
