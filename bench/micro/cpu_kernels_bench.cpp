@@ -42,6 +42,18 @@ void BM_CpuRowMax(benchmark::State& state) {
   count_row_bytes(state);
 }
 
+// Each group's max with the NaN / +inf check (range(1): the group size): top-k's groups of 64 to
+// 1024 entries and the statistics' blocks of 2048, against BM_CpuRowMax's plain read.
+void BM_CpuBlockMax(benchmark::State& state) {
+  const auto row = llm_row(state.range(0));
+  const auto group = static_cast<size_t>(state.range(1));
+  std::vector<float> maxima(row.size() / group + 1);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(
+        cpu::source_block_max(row.data(), DType::f32, row.size(), group, maxima.data()));
+  count_row_bytes(state);
+}
+
 void BM_CpuArgmaxChecked(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
   int64_t bad = 0;
@@ -148,6 +160,7 @@ void BM_CpuDrawFromInput(benchmark::State& state) {
 }
 
 BENCHMARK(BM_CpuRowMax)->Arg(32000)->Arg(128256);
+BENCHMARK(BM_CpuBlockMax)->ArgsProduct({{32000, 128256}, {64, 128, 256, 2048}});
 BENCHMARK(BM_CpuArgmaxChecked)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuExpBlockSums)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuBlockSoftmaxStats)->ArgsProduct({{32000, 128256}, {10, 8}});

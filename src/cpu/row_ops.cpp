@@ -580,10 +580,7 @@ int64_t count_pass(Source src, size_t n, float v) {
 template <size_t kQuads, class D, class Source>
 HWY_INLINE hn::Vec<D> QuadsMax(D d, Source src, size_t i, bool exact_check, BadLanes<D>& bad) {
   const size_t lanes = hn::Lanes(d);
-  auto max0 = hn::Set(d, -kInf), max1 = max0, max2 = max0, max3 = max0;
-  for (size_t q = 0; q < kQuads; ++q, i += 4 * lanes) {
-    const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
-    const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
+  auto check = [&](auto v0, auto v1, auto v2, auto v3) {
     if (exact_check) {
       bad.Check(d, v0);
       bad.Check(d, v1);
@@ -592,6 +589,17 @@ HWY_INLINE hn::Vec<D> QuadsMax(D d, Source src, size_t i, bool exact_check, BadL
     } else {
       bad.Check(d, hn::Add(hn::Add(v0, v1), hn::Add(v2, v3)));
     }
+  };
+  // The first quad starts the four maxima: a max with -inf per vector cost a group of 64 entries
+  // (one quad on AVX3) half its max operations.
+  auto max0 = src.Whole(d, i), max1 = src.Whole(d, i + lanes);
+  auto max2 = src.Whole(d, i + 2 * lanes), max3 = src.Whole(d, i + 3 * lanes);
+  check(max0, max1, max2, max3);
+  for (size_t q = 1; q < kQuads; ++q) {
+    i += 4 * lanes;
+    const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
+    const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
+    check(v0, v1, v2, v3);
     max0 = hn::Max(max0, v0);
     max1 = hn::Max(max1, v1);
     max2 = hn::Max(max2, v2);
@@ -601,9 +609,11 @@ HWY_INLINE hn::Vec<D> QuadsMax(D d, Source src, size_t i, bool exact_check, BadL
 }
 
 // Each block's max of a caller's row (blocks of `block` entries, the last may be shorter) into
-// block_max; false if the row holds NaN or +inf (then the maxima mean nothing). Blocks of exactly
-// 2, 4 or 8 quads (on AVX2, top-k's groups of 64, 128 and 256 entries) take an unrolled loop with
-// no tail; the rest loop over quads.
+// block_max; false on a NaN or +inf (then checked vector by vector, so an overflowing sum of
+// finite entries is not one). Whole blocks of 1, 2, 4 or 8 quads (top-k's groups of 64 to 512
+// entries) take an unrolled loop with no tail, whole blocks of a multiple of 8 quads (the
+// statistics' 2048) loops of 8 quads; the rest loop over quads. Any order gives the same max:
+// only a -0 / +0 pair can differ, and they compare equal wherever a max is used.
 template <class Source>
 bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT block_max,
                     bool exact_check = false) {
@@ -616,9 +626,18 @@ bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT bloc
       block_max[b] = hn::GetLane(
           hn::MaxOfLanes(d, QuadsMax<decltype(quads)::value>(d, src, start, exact_check, bad)));
   };
+  if (block == 4 * lanes) whole_blocks(std::integral_constant<size_t, 1>());
   if (block == 8 * lanes) whole_blocks(std::integral_constant<size_t, 2>());
   if (block == 16 * lanes) whole_blocks(std::integral_constant<size_t, 4>());
   if (block == 32 * lanes) whole_blocks(std::integral_constant<size_t, 8>());
+  if (block % (32 * lanes) == 0) {
+    for (; start + block <= n; start += block, ++b) {
+      auto max = QuadsMax<8>(d, src, start, exact_check, bad);
+      for (size_t i = start + 32 * lanes; i < start + block; i += 32 * lanes)
+        max = hn::Max(max, QuadsMax<8>(d, src, i, exact_check, bad));
+      block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
+    }
+  }
   for (; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     auto max = hn::Set(d, -kInf);
