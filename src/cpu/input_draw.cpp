@@ -47,6 +47,16 @@ float smallest_dividend_at_least(float threshold, float t) {
   return smallest_passing([&](float v) { return v / t >= threshold; });
 }
 
+// Groups whose maxima bound a row of n for top-k and min-p: at most kMaxGroups of a power-of-two
+// size from 64 entries up, which divide row_chunks' blocks; 0 for a row over 2^20.
+constexpr size_t kMaxGroups = 1024;
+size_t group_size(size_t n) {
+  if (n > (size_t{1} << 20)) return 0;
+  size_t group = 64;
+  while (n > group * kMaxGroups) group *= 2;
+  return group;
+}
+
 // Moves each chunk's list (counts[c] entries at its region, ids relative to the chunk's begin)
 // down to follow the previous ones, ids made absolute; returns the total.
 size_t close_up(const RowChunks& chunks, const size_t* counts, int32_t* ids, float* values) {
@@ -275,11 +285,12 @@ bool quotient_block_maxima(const void* src, DType dtype, size_t n, float t, size
 }
 
 // min_p without the softmax's sum: when no entry lies in min_p_cut's range (selection.hpp), the
-// kept set is the one the statistics pass would give for any sum, so the block maxima and a
-// listing of the blocks that reach the range decide it, with no Exp pass; the same list in id
-// order, so the same token. Whether a row of n entries may be decided so: min_p large enough for
-// the cut, blocks no longer than row_softmax's (the same rows as the statistics), and 4 blocks at
-// least (the max's own block reaches the cut, so fewer always list over a quarter).
+// kept set is the one the statistics pass would give for any sum, so block maxima and a listing
+// of the blocks that reach the range decide it, with no Exp pass; the same list in id order, so
+// the same token. Whether a row of n entries may be decided so by its blocks of block_size(n) (a
+// penalised row's): min_p large enough for the cut, blocks no longer than row_softmax's (the same
+// rows as the statistics), and 4 blocks at least (the max's own block reaches the cut, so fewer
+// always list over a quarter).
 bool min_p_by_maxima_fits(size_t n, float min_p) {
   constexpr size_t kStatisticsBlock = 2048;  // row_softmax's buffer
   static_assert(kStatisticsBlock <= kPenalisedBlock, "a penalised row reads such blocks whole");
@@ -309,18 +320,22 @@ std::optional<TokenId> draw_over_min_p_list(size_t listed, const MinPCut& cut, d
 std::optional<TokenId> draw_min_p_by_maxima(const void* src, DType dtype, size_t n,
                                             const DrawParams& params, double u, SortScratch scratch,
                                             const ParallelFor& parallel) {
-  if (!min_p_by_maxima_fits(n, params.min_p)) return std::nullopt;
-  const size_t block = block_size(static_cast<int64_t>(n));
-  const size_t blocks = (n + block - 1) / block;
-  float maxima[kMaxBlocks];
-  if (!quotient_block_maxima(src, dtype, n, params.temperature, block, maxima, parallel))
+  // By groups, not the row's blocks of 2048: a 32k row has 16 such blocks, more than a quarter
+  // of which reached an LLM row's cut, and min_p there cost more than at 128k. The same rows as
+  // the statistics (group_size declines those over 2^20), of 4 groups at least.
+  const size_t group = group_size(n);
+  if (params.min_p < kSmallestDecidedMinP || group == 0) return std::nullopt;
+  const size_t groups = (n + group - 1) / group;
+  if (groups < 4) return std::nullopt;
+  float maxima[kMaxGroups];
+  if (!quotient_block_maxima(src, dtype, n, params.temperature, group, maxima, parallel))
     return kNoInputDraw;  // the steps report it
-  const float max = *std::max_element(maxima, maxima + blocks);
+  const float max = *std::max_element(maxima, maxima + groups);
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   const MinPCut cut = min_p_cut(max, params.min_p);
-  if (!few_blocks_reach(maxima, blocks, cut)) return std::nullopt;
+  if (!few_blocks_reach(maxima, groups, cut)) return std::nullopt;
   const size_t listed = list_scaled_at_least(src, dtype, n, params.temperature, cut.masked_below,
-                                             scratch, parallel, {maxima, block});
+                                             scratch, parallel, {maxima, group});
   if (listed == kNotListed) return kNoInputDraw;
   return draw_over_min_p_list(listed, cut, u, scratch);
 }
@@ -777,14 +792,10 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
 
 namespace {
 
-// Top-k's groups for a row of n: at most kMaxGroups of a power-of-two size from 64 entries up
-// (they divide row_chunks' blocks for rows up to 2^20), at least 4k of them; 0: too few groups
-// for k, or too long a row.
-constexpr size_t kMaxGroups = 1024;
+// Top-k's groups: at least 4k of them, else 0.
 size_t top_k_group_size(size_t n, int64_t k) {
-  if (n > (size_t{1} << 20) || k < 1) return 0;
-  size_t group = 64;
-  while (n > group * kMaxGroups) group *= 2;
+  const size_t group = group_size(n);
+  if (k < 1 || group == 0) return 0;
   return (n + group - 1) / group / 4 >= static_cast<uint64_t>(k) ? group : 0;
 }
 

@@ -1154,7 +1154,7 @@ TEST(CpuBackendProperty, DrawFromInputMinPDecidesItsBracketWithTheSum) {
     std::vector<float> x(static_cast<size_t>(n));
     const float body = -9.0f - 5.0f * std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
     for (float& v : x) v = body - std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
-    std::vector<size_t> ids(2048);  // one block's, so that the blocks' maxima skip the rest
+    std::vector<size_t> ids(2048);  // within one block, so that few groups' maxima reach the cut
     std::iota(ids.begin(), ids.end(), 2048 * (rng() % 8));
     std::shuffle(ids.begin(), ids.end(), rng);
     x[ids[0]] = 0.0f;
@@ -1192,6 +1192,41 @@ TEST(CpuBackendProperty, DrawFromInputMinPDecidesItsBracketWithTheSum) {
   }
   EXPECT_GT(kept_by_sum, 10);
   EXPECT_GT(masked_by_sum, 10);
+}
+
+// min_p alone on LLM-shaped rows (an N(0, 2.5) body under a head of 40 tokens lifted by 6..16),
+// which min_p decides by group maxima with no Exp pass, at vocabularies whose row blocks of 2048
+// were too few for that (1000, 4097, 32000) and at 128256: every dtype, temperatures 1 and not.
+// The token must be the oracle's over its min_p-masked row; split backwards, the same token.
+TEST(CpuBackendProperty, DrawFromInputMinPOnLlmRowsEqualsTheOraclesSteps) {
+  std::mt19937_64 rng(21);
+  Scratch a, b;
+  const int64_t sizes[] = {1000, 4097, 32000, 128256};
+  for (int trial = 0; trial < 80; ++trial) {
+    const int64_t n = sizes[trial % 4];
+    std::vector<float> row(static_cast<size_t>(n));
+    std::normal_distribution<float> body(0.0f, 2.5f);
+    for (float& v : row) v = body(rng);
+    for (int i = 0; i < 40; ++i)
+      row[rng() % row.size()] += std::uniform_real_distribution<float>(6.0f, 16.0f)(rng);
+    const auto dtype = static_cast<lastmile::DType>(trial / 4 % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 8.0f);
+    lastmile::detail::DrawParams params;
+    params.temperature = trial % 2 == 0 ? 1.0f : 0.7f;
+    params.top_k = n;
+    params.min_p = std::uniform_real_distribution<float>(0.02f, 0.5f)(rng);
+    std::vector<float> x(row.size());
+    oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
+    oracle().apply_min_p(x.data(), n, params.min_p);
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+        << "trial " << trial;
+    ASSERT_NE(x[fast], -kInf) << "trial " << trial << ": drew a masked token";
+    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+  }
 }
 
 // draw_from_penalised_input reads a working row only through its blocks, bounded by the caller's
