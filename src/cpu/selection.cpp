@@ -23,18 +23,28 @@ namespace {
 
 // How many of `kept` entries top-p masks, value_at(i) being the i-th in ascending_key order:
 // the oracle's sums in that order, from the smallest; never the largest (spec §9.3).
+// A top-k list's weights (up to kRememberedWeights) are computed once and remembered for the
+// cumulative walk: std::exp twice per entry was a third of a 32k row's top-k/top-p cost past its
+// read.
 template <class ValueAt>
 size_t top_p_masked_count(size_t kept, float top_p, ValueAt value_at) {
+  constexpr size_t kRememberedWeights = 256;
   const float max = value_at(kept - 1);
   if (max == kNegInf) return 0;
+  float weights[kRememberedWeights];
+  const bool remembered = kept <= kRememberedWeights;
   double sum = 0;
-  for (size_t i = 0; i < kept; ++i) sum += std::exp(value_at(i) - max);
+  for (size_t i = 0; i < kept; ++i) {
+    const float w = std::exp(value_at(i) - max);
+    if (remembered) weights[i] = w;
+    sum += w;
+  }
   const auto inv_sum = static_cast<float>(1.0 / sum);
   const float cut = 1.0f - top_p;
   double cumulative = 0;
   size_t masked = 0;
   for (size_t i = 0; i + 1 < kept; ++i) {
-    cumulative += std::exp(value_at(i) - max) * inv_sum;
+    cumulative += (remembered ? weights[i] : std::exp(value_at(i) - max)) * inv_sum;
     if (static_cast<float>(cumulative) > cut) break;
     masked = i + 1;
   }
