@@ -41,7 +41,23 @@ inline TokenId key_id(uint64_t key) {
 
 // The k-th largest of scratch.values[0, count), 1 <= k <= count, duplicates counted: a selection
 // on a copy of their keys (the values stay with their ids), or by radix when they do not fit.
+// A list barely longer than k (top-k's listing by group maxima: 50 of some 53) keeps its
+// count - k + 1 smallest keys in one pass instead: std::nth_element's partitions mispredicted a
+// branch per entry, a tenth of a 32k top-k row's time.
 inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
+  constexpr size_t kFewSmallest = 16;
+  if (const size_t m = count - k + 1; m <= kFewSmallest) {
+    uint32_t smallest[kFewSmallest];  // the m smallest keys so far, ascending
+    size_t held = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t key = orderable(scratch.values[i]);
+      if (held == m && key >= smallest[m - 1]) continue;
+      size_t at = held < m ? held++ : m - 1;
+      for (; at > 0 && smallest[at - 1] > key; --at) smallest[at] = smallest[at - 1];
+      smallest[at] = key;
+    }
+    return from_orderable(smallest[m - 1]);
+  }
   if (count > scratch.keys.size()) {
     const float* values = scratch.values.data();
     const uint64_t key = nth_smallest_key(

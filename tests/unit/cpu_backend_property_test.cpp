@@ -564,6 +564,41 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
   EXPECT_GT(drawn_top_p_alone, 10);
 }
 
+// The k-th largest of a list, duplicates counted, against a sort: lists from k to k + 40 long
+// (the few-smallest pass up to 16 past k, the selection beyond), with repeats, -inf, and -0 / +0,
+// which compare equal (either may come back).
+TEST(CpuSelection, KthListedIsTheSortedListsKth) {
+  namespace sel = lastmile::detail::cpu_selection;
+  std::mt19937_64 rng(22);
+  Scratch a;
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t k = 1 + rng() % 60, count = k + rng() % 41;
+    SortScratch scratch = a.get(count);
+    std::vector<float> v(count);
+    for (float& x : v) {
+      switch (rng() % 5) {
+        case 0:
+          x = -kInf;
+          break;
+        case 1:
+          x = rng() % 2 ? 0.0f : -0.0f;
+          break;
+        case 2:
+          x = static_cast<float>(rng() % 4);  // repeats
+          break;
+        default:
+          x = std::normal_distribution<float>(0.0f, 3.0f)(rng);
+      }
+    }
+    std::copy(v.begin(), v.end(), scratch.values.begin());
+    std::vector<float> sorted = v;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float kth = sel::kth_listed(scratch, count, k);
+    ASSERT_EQ(kth, sorted[k - 1]) << "trial " << trial << " k " << k << " count " << count;
+    ASSERT_TRUE(std::equal(v.begin(), v.end(), scratch.values.begin())) << "trial " << trial;
+  }
+}
+
 // Top-p's band guess sorts its 512 samples by radix: the order of std::sort, for probabilities and
 // for any NaN-free floats (negatives, -inf, denormals, repeats; -0 and +0 compare equal).
 TEST(CpuSelection, SortSamplesIsAnAscendingSort) {
