@@ -409,10 +409,23 @@ TEST(CpuBackendProperty, TopNOfAnUncheckedRowStaysInTheRow) {
 
 // min_p on flat rows (N(0, 1) and N(0, 2)) keeps thousands of tokens: drawn from the caller's
 // row by blocks with the vector exp, the token is the oracle's steps' unless u sits within 1e-6
+// A min_p draw from the caller's row src (x: the oracle's row masked by min_p): answered, the same
+// token split backwards, an unmasked token, and the oracle's draw up to a CDF step's rounding.
+void expect_min_p_draw_from_input(const void* src, lastmile::DType dtype, int64_t n,
+                                  const lastmile::detail::DrawParams& params, double u,
+                                  const std::vector<float>& x, int trial) {
+  Scratch a, b;
+  const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+  ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
+  EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+      << "trial " << trial;
+  ASSERT_NE(x[fast], -kInf) << "trial " << trial << ": drew a masked token";
+  expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+}
+
 // of a CDF step, never a masked one, and the same whichever order the chunks run in.
 TEST(CpuBackendProperty, MinPOnAFlatRowDrawsFromItsLongList) {
   std::mt19937_64 rng(29);
-  Scratch a, b;
   int long_lists = 0;
   for (int trial = 0; trial < 120; ++trial) {
     const int64_t n = std::array<int64_t, 3>{6000, 40000, 128256}[trial % 3];
@@ -431,12 +444,7 @@ TEST(CpuBackendProperty, MinPOnAFlatRowDrawsFromItsLongList) {
     oracle().apply_min_p(x.data(), n, params.min_p);
     long_lists += std::count_if(x.begin(), x.end(), [](float v) { return v != -kInf; }) > 4096;
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
-    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
-    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
-        << "trial " << trial;
-    ASSERT_NE(x[fast], -kInf) << "trial " << trial << ": drew a masked token";
-    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+    expect_min_p_draw_from_input(src, dtype, n, params, u, x, trial);
   }
   EXPECT_GT(long_lists, 40);  // 52 of them
 }
@@ -1235,7 +1243,6 @@ TEST(CpuBackendProperty, DrawFromInputMinPDecidesItsBracketWithTheSum) {
 // The token must be the oracle's over its min_p-masked row; split backwards, the same token.
 TEST(CpuBackendProperty, DrawFromInputMinPOnLlmRowsEqualsTheOraclesSteps) {
   std::mt19937_64 rng(21);
-  Scratch a, b;
   const int64_t sizes[] = {1000, 4097, 32000, 128256};
   for (int trial = 0; trial < 80; ++trial) {
     const int64_t n = sizes[trial % 4];
@@ -1255,12 +1262,7 @@ TEST(CpuBackendProperty, DrawFromInputMinPOnLlmRowsEqualsTheOraclesSteps) {
     oracle().convert_row_divided(src, dtype, x.data(), n, params.temperature);
     oracle().apply_min_p(x.data(), n, params.min_p);
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId fast = cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
-    ASSERT_NE(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
-    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
-        << "trial " << trial;
-    ASSERT_NE(x[fast], -kInf) << "trial " << trial << ": drew a masked token";
-    expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+    expect_min_p_draw_from_input(src, dtype, n, params, u, x, trial);
   }
 }
 
