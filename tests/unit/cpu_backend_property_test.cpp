@@ -35,7 +35,7 @@ const void* caller_row(const std::vector<float>& row, lastmile::DType dtype,
   for (size_t i = 0; i < row.size(); ++i)
     halves[i] = dtype == lastmile::DType::bf16
                     ? static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16)
-                    : std::bit_cast<uint16_t>(static_cast<_Float16>(row[i] / f16_scale));
+                    : f16_bits(row[i] / f16_scale);
   return halves.data();
 }
 

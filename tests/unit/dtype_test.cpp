@@ -77,6 +77,24 @@ TEST(Float16, EveryPatternMatchesTheIndependentDecoder) {
   }
 }
 
+// The tests' encoder: every finite pattern round-trips, and the float halfway between two
+// neighbours (exact in float32) goes to the one with the even pattern, as a cast rounds.
+TEST(Float16, TheTestsEncoderRoundsToNearestEven) {
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    for (const uint32_t sign : {0u, 0x8000u}) {
+      const auto bits = static_cast<uint16_t>(h | sign);
+      ASSERT_EQ(f16_bits(f16_to_f32(bits)), bits) << std::hex << bits;
+      const auto next = static_cast<uint16_t>(bits + 1);
+      const float halfway = (f16_to_f32(bits) + f16_to_f32(next)) / 2;
+      ASSERT_EQ(f16_bits(halfway), (h & 1) == 0 ? bits : next) << std::hex << bits;
+    }
+  }
+  EXPECT_EQ(f16_bits(65519.0f), 0x7bff);
+  EXPECT_EQ(f16_bits(-65520.0f), 0xfc00);
+  EXPECT_EQ(f16_bits(1e-9f), 0x0000);
+  EXPECT_EQ(f16_bits(1.0f / 3), 0x3555);
+}
+
 // The SIMD widening (F16C on x86) against the scalar decoder on every finite pattern, at an
 // odd length so the padded tail runs too; then the first NaN / +inf is found wherever it sits.
 TEST(Float16, CpuBackendWidensEveryPatternAsTheReference) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -164,6 +165,22 @@ inline float exact_log(float ratio) {
     x = std::nextafter(x, std::exp(x) < ratio ? 1.0f : -1.0f);
   EXPECT_EQ(std::exp(x), ratio) << "test construction: no exact log for " << ratio;
   return x;
+}
+
+// float32 to float16 bits, rounded to nearest even as a cast rounds; the tests' own, since
+// clang 14 has no _Float16 on x86. Beyond f16's range gives ±inf, NaN a quiet NaN.
+inline uint16_t f16_bits(float f) {
+  const auto sign = static_cast<uint16_t>(std::bit_cast<uint32_t>(f) >> 16 & 0x8000u);
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7e00u;
+  if (a >= 65520.0f) return sign | 0x7c00u;  // halfway past 65504 and beyond round to inf
+  if (a < 0x1p-14f)  // subnormal or zero: a count of 2^-24, the scaling exact
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 0x1p24f));
+  const uint32_t bits = std::bit_cast<uint32_t>(a);
+  uint32_t half = (bits >> 13) - (uint32_t{127 - 15} << 10);  // rebiased exponent, 10-bit mantissa
+  const uint32_t rest = bits & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;  // a carry is right too
+  return sign | static_cast<uint16_t>(half);
 }
 
 // Deterministic pseudo-random logits in [lo, hi) (a 64-bit LCG: no library dependency).
