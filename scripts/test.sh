@@ -2,44 +2,30 @@
 # All tests on a fresh machine: install dependencies; a Release build with -Werror (the
 # micro-benchmarks compiled too, not run) running every test (unit, determinism, statistical,
 # golden through check.py, CLI errors, packaging, the C API test); `pip install .` and the pytest
-# suite (numpy, torch, the vLLM adapter, golden through the Python runner); libFuzzer over the
-# input readers and the C API; an ASan+UBSan build running the unit, determinism and CLI error
-# tests; a TSan build running the threaded tests; clang-format.
+# suite (numpy, torch, the vLLM adapter, golden through the Python runner); a TSan build running
+# the threaded tests; one clang ASan+UBSan build running the unit, determinism and CLI error tests
+# and libFuzzer over the input readers and the C API; clang-format.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start, with the seconds since this script began: CI must stay under 30 minutes.
+stage() { echo "== [${SECONDS} s] $*" >&2; }
 scripts/install_deps.sh
 python="$(command -v python3)"
 
-echo "== clang-format (Google base, 100 columns)" >&2
+stage "clang-format (Google base, 100 columns)"
 git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
-echo "== Release build (-Werror) and all tests" >&2
+stage "Release build (-Werror) and all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DLASTMILE_BUILD_BENCHMARKS=ON \
   -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2
 
-echo "== Python: pip install . (nanobind + scikit-build-core), then pytest tests/python" >&2
+stage "Python: pip install . (nanobind + scikit-build-core), then pytest tests/python"
 python3 -m pip install -q .
 (cd "$(mktemp -d)" && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/tests/python")
 
-echo "== libFuzzer (clang, ASan+UBSan): the case.json and .npy readers and the C API, 30 s each" >&2
-cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLASTMILE_FUZZ=ON \
-  -DLASTMILE_SANITIZE=address,undefined -DLASTMILE_BUILD_TESTS=OFF -DLASTMILE_BUILD_TOOLS=OFF \
-  -DLASTMILE_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j2
-for target in case_reader npy_reader capi; do
-  corpus="build-fuzz/corpus-${target}"
-  mkdir -p "$corpus"
-  if ! "build-fuzz/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \
-    "tests/fuzz/corpus/${target%_reader}" >"build-fuzz/${target}.log" 2>&1; then
-    grep -v '^#[0-9]' "build-fuzz/${target}.log" | tail -n 40 >&2  # the finding and its input
-    exit 1
-  fi
-  tail -n 1 "build-fuzz/${target}.log"
-done
-
-echo "== TSan build: determinism and unit tests (threads 1-3 on shared samplers)" >&2
+stage "TSan build: determinism and unit tests (threads 1-3 on shared samplers)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \
   -DLASTMILE_SANITIZE=thread -DLASTMILE_BUILD_TOOLS=OFF -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build-tsan -j2 --target lastmile_unit_tests lastmile_determinism_tests
@@ -47,10 +33,24 @@ TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_determinism_tests --gtest
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_unit_tests --gtest_brief=1 \
   --gtest_filter='CustomProcessors.*:RequestBatch*:ThreadPool.*'
 
-echo "== ASan+UBSan build: unit (C API included; the narrower targets AVX2 and SSE4), determinism and CLI error tests" >&2
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \
-  -DLASTMILE_SANITIZE=address,undefined -DPython3_EXECUTABLE="$python" >/dev/null
+stage "ASan+UBSan build (clang, the fuzzers too): unit (C API; AVX2 and SSE4 too), determinism, CLI"
+cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLASTMILE_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON -DLASTMILE_SANITIZE=address,undefined \
+  -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build-asan -j2 --target lastmile_unit_tests lastmile_determinism_tests lastmile_cli \
-  example_stateless example_stateful example_c_api capi_test
+  example_stateless example_stateful example_c_api capi_test case_reader_fuzz npy_reader_fuzz capi_fuzz
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j2 -L "unit|determinism|cli"
+
+stage "libFuzzer (the ASan+UBSan build): the case.json and .npy readers and the C API, 30 s each"
+for target in case_reader npy_reader capi; do
+  corpus="build-asan/corpus-${target}"
+  mkdir -p "$corpus"
+  if ! "build-asan/${target}_fuzz" -max_total_time=30 -max_len=4096 -seed=1 "$corpus" \
+    "tests/fuzz/corpus/${target%_reader}" >"build-asan/${target}.log" 2>&1; then
+    grep -v '^#[0-9]' "build-asan/${target}.log" | tail -n 40 >&2  # the finding and its input
+    exit 1
+  fi
+  tail -n 1 "build-asan/${target}.log"
+done
+stage "all passed"
