@@ -12,7 +12,6 @@
 #include "cpu/input_logprobs.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -75,12 +74,7 @@ int64_t count_blocks_at_least(const void* src, DType dtype, size_t n, const Bloc
 
 // The k-th largest of the maxima, 1 <= k <= maxima.blocks.
 float kth_largest_block_max(const BlockMaxima& maxima, size_t k) {
-  std::array<float, kMaxBlocks> block_max{};  // zeroed: GCC 12 cannot see the copy fill [0, k)
-  std::copy(maxima.max, maxima.max + maxima.blocks, block_max.begin());
-  std::nth_element(block_max.begin(), block_max.begin() + static_cast<ptrdiff_t>(k - 1),
-                   block_max.begin() + static_cast<ptrdiff_t>(maxima.blocks),
-                   std::greater<float>());
-  return block_max[k - 1];
+  return cpu::kth_largest_value(maxima.max, maxima.blocks, k);
 }
 
 // The k largest values of the caller's row. Each block max is an entry, so the k-th largest of

@@ -14,50 +14,19 @@
 
 #include "backend.hpp"
 #include "cpu/capped_keys.hpp"
+#include "cpu/kernels.hpp"
+#include "float_keys.hpp"
 
 namespace lastmile::detail::cpu_selection {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Float bits mapped so that unsigned order is float order (-inf lowest); NaN-free input. -0 and
-// +0 map to one key, as they compare equal for the oracle (ties then go by id).
-inline uint32_t orderable(float v) {
-  const uint32_t bits = std::bit_cast<uint32_t>(v + 0.0f);  // -0 + 0 is +0
-  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
-}
-inline float from_orderable(uint32_t key) {
-  return std::bit_cast<float>(key & 0x80000000u ? key & 0x7fffffffu : ~key);
-}
-
-// The oracle's order for top-p (ascending value, among equal values the larger id first) as one
-// unsigned key, and back.
-inline uint64_t ascending_key(float value, int32_t id) {
-  return (uint64_t{orderable(value)} << 32) | (0xffffffffu - static_cast<uint32_t>(id));
-}
-inline float key_value(uint64_t key) { return from_orderable(static_cast<uint32_t>(key >> 32)); }
-inline TokenId key_id(uint64_t key) {
-  return static_cast<TokenId>(0xffffffffu - static_cast<uint32_t>(key & 0xffffffffu));
-}
-
-// The k-th largest of scratch.values[0, count), 1 <= k <= count, duplicates counted: a selection
-// on a copy of their keys (the values stay with their ids), or by radix when they do not fit.
-// A list barely longer than k (top-k's listing by group maxima: 50 of some 53) keeps its
-// count - k + 1 smallest keys in one pass instead: std::nth_element's partitions mispredicted a
-// branch per entry, a tenth of a 32k top-k row's time.
+// The k-th largest of scratch.values[0, count), 1 <= k <= count, duplicates counted: by counting
+// passes over the values (kth_largest_value) while they fit in a core's L2; beyond, a selection
+// on a copy of their keys, or by radix when they do not fit there.
 inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
-  constexpr size_t kFewSmallest = 16;
-  if (const size_t m = count - k + 1; m <= kFewSmallest) {
-    uint32_t smallest[kFewSmallest];  // the m smallest keys so far, ascending
-    size_t held = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const uint32_t key = orderable(scratch.values[i]);
-      if (held == m && key >= smallest[m - 1]) continue;
-      size_t at = held < m ? held++ : m - 1;
-      for (; at > 0 && smallest[at - 1] > key; --at) smallest[at] = smallest[at - 1];
-      smallest[at] = key;
-    }
-    return from_orderable(smallest[m - 1]);
-  }
+  constexpr size_t kCountedAtMost = 65536;  // 256 KB of values, read 32 times
+  if (count <= kCountedAtMost) return cpu::kth_largest_value(scratch.values.data(), count, k);
   if (count > scratch.keys.size()) {
     const float* values = scratch.values.data();
     const uint64_t key = nth_smallest_key(
@@ -107,8 +76,9 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
     if (j <= kSmallJ && j < m - 1) {
       threshold = std::max(largest[j], kLowest);
     } else if (j < m - 1) {
-      std::nth_element(samples, samples + j, samples + m, std::greater<float>());
-      threshold = std::max(samples[j], kLowest);
+      threshold = std::max(
+          cpu::kth_largest_value(samples, static_cast<size_t>(m), static_cast<size_t>(j) + 1),
+          kLowest);
     }
     const size_t count = compress(threshold);
     if (count == kNotListed) return std::nullopt;

@@ -572,16 +572,20 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
   EXPECT_GT(drawn_top_p_alone, 10);
 }
 
-// The k-th largest of a list, duplicates counted, against a sort: lists from k to k + 40 long
-// (the few-smallest pass up to 16 past k, the selection beyond), with repeats, -inf, and -0 / +0,
-// which compare equal (either may come back).
+// The k-th largest of a list, duplicates counted, against a sort, with repeats, -inf, and -0 /
+// +0 (equal; a zero comes back as +0): short lists (k to k + 40, top-k's listing by group
+// maxima), lists to 3000 with any k (both counted), and past the counting's 65536: by radix where
+// the keys are an eighth of the list (a worker's), by selection in keys that hold it.
 TEST(CpuSelection, KthListedIsTheSortedListsKth) {
   namespace sel = lastmile::detail::cpu_selection;
   std::mt19937_64 rng(22);
   Scratch a;
-  for (int trial = 0; trial < 2000; ++trial) {
-    const size_t k = 1 + rng() % 60, count = k + rng() % 41;
+  auto check = [&](size_t count, size_t k, bool whole_keys, int trial) {
     SortScratch scratch = a.get(count);
+    if (whole_keys) {
+      a.keys.assign(count, 0);
+      scratch.keys = a.keys;
+    }
     std::vector<float> v(count);
     for (float& x : v) {
       switch (rng() % 5) {
@@ -603,8 +607,24 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
     std::sort(sorted.begin(), sorted.end(), std::greater<float>());
     const float kth = sel::kth_listed(scratch, count, k);
     ASSERT_EQ(kth, sorted[k - 1]) << "trial " << trial << " k " << k << " count " << count;
+    if (kth == 0.0f) {
+      ASSERT_FALSE(std::signbit(kth)) << "trial " << trial;
+    }
     ASSERT_TRUE(std::equal(v.begin(), v.end(), scratch.values.begin())) << "trial " << trial;
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    const size_t k = 1 + rng() % 60;
+    check(k + rng() % 41, k, false, trial);
   }
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t count = 1 + rng() % 3000;
+    check(count, trial % 2 == 0 ? 1 + rng() % count : count - trial % 3 % count, false, trial);
+  }
+  for (const size_t count : {size_t{65536}, size_t{65537}, size_t{70001}})
+    for (const size_t k : {size_t{1}, size_t{50}, count / 2, count}) {
+      check(count, k, false, 0);
+      check(count, k, true, 0);
+    }
 }
 
 // Top-p's band guess sorts its 512 samples by radix: the order of std::sort, for probabilities and
