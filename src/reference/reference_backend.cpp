@@ -5,10 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <vector>
 
 #include "backend.hpp"
-#include "float_keys.hpp"
 #include "reference/float16.hpp"
 
 namespace lastmile::detail {
@@ -158,19 +156,13 @@ class ReferenceBackend final : public Backend {
 
   size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
                            SortScratch scratch) const override {
-    // Ascending by value; among equal values the larger id first, so lower ids rank as larger:
-    // ascending_key's order, one integer an entry. Sorting ids through the row took twice as
-    // long, and the golden cases' 2000 draws a random row through this backend took CI 4 minutes.
-    // The backend's one allocation (the scratch holds keys for an eighth of a row).
-    std::vector<uint64_t> keys(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) keys[i] = ascending_key(x[i], static_cast<int32_t>(i));
-    std::sort(keys.begin(), keys.end());
     int32_t* order = scratch.ids.data();
+    std::iota(order, order + n, 0);
+    // Ascending by value; among equal values the larger id first, so lower ids rank as larger.
+    std::sort(order, order + n,
+              [x](int32_t a, int32_t b) { return x[a] < x[b] || (x[a] == x[b] && a > b); });
     float* sorted = scratch.values.data();
-    for (int64_t i = 0; i < n; ++i) {
-      order[i] = key_id(keys[i]);
-      sorted[i] = x[order[i]];
-    }
+    for (int64_t i = 0; i < n; ++i) sorted[i] = x[order[i]];
     if (top_k < n) {
       const float threshold = sorted[n - top_k];  // the k-th largest, duplicates counted
       for (int64_t i = 0; i < n; ++i)
