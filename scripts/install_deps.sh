@@ -16,7 +16,7 @@ packages=(
   libcli11-dev=2.1.*      # CLI parsing
   libgtest-dev=1.12.*     # unit, determinism and statistical tests
   libbenchmark-dev=1.7.*  # bench/micro: per-kernel micro-benchmarks (built by CI, not run)
-  clang=1:14.*            # libFuzzer harnesses over the input readers
+  clang=1:14.*            # the ASan+UBSan build and its libFuzzer harnesses
   clang-format=1:14.*     # the layout check
   libclang-rt-14-dev=1:14.*
 )

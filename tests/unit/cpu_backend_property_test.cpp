@@ -574,8 +574,8 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
 
 // The k-th largest of a list, duplicates counted, against a sort, with repeats, -inf, and -0 /
 // +0 (equal; a zero comes back as +0): short lists (k to k + 40, top-k's listing by group
-// maxima), lists to 3000 with any k (both counted), and past the counting's 65536: by radix where
-// the keys are an eighth of the list (a worker's), by selection in keys that hold it.
+// maxima) and lists to 3000 with any k, both by the counting passes; and past their 65536, by
+// radix where the keys are an eighth of the list (a worker's), by selection in keys that hold it.
 TEST(CpuSelection, KthListedIsTheSortedListsKth) {
   namespace sel = lastmile::detail::cpu_selection;
   std::mt19937_64 rng(22);
@@ -606,11 +606,12 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
     std::vector<float> sorted = v;
     std::sort(sorted.begin(), sorted.end(), std::greater<float>());
     const float kth = sel::kth_listed(scratch, count, k);
-    ASSERT_EQ(kth, sorted[k - 1]) << "trial " << trial << " k " << k << " count " << count;
+    SCOPED_TRACE(testing::Message() << "trial " << trial << " k " << k << " count " << count);
+    ASSERT_EQ(kth, sorted[k - 1]);
     if (kth == 0.0f) {
-      ASSERT_FALSE(std::signbit(kth)) << "trial " << trial;
+      ASSERT_FALSE(std::signbit(kth));
     }
-    ASSERT_TRUE(std::equal(v.begin(), v.end(), scratch.values.begin())) << "trial " << trial;
+    ASSERT_TRUE(std::equal(v.begin(), v.end(), scratch.values.begin()));
   };
   for (int trial = 0; trial < 2000; ++trial) {
     const size_t k = 1 + rng() % 60;
@@ -622,8 +623,8 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
   }
   for (const size_t count : {size_t{65536}, size_t{65537}, size_t{70001}})
     for (const size_t k : {size_t{1}, size_t{50}, count / 2, count}) {
-      check(count, k, false, 0);
-      check(count, k, true, 0);
+      check(count, k, false, -1);  // by radix past 65536 (keys an eighth of the list)
+      check(count, k, true, -2);   // by selection in the keys
     }
 }
 
