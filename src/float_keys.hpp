@@ -1,5 +1,5 @@
 // lastmile — floats as unsigned integers in float order, and the oracle's top-p order (spec §9.3)
-// as one 64-bit key: the reference backend's sort and the cpu backend's selections share them.
+// as one 64-bit key: the cpu backend's selections (cpu/selection.hpp) and kernels (reduce.cpp).
 #pragma once
 
 #include <bit>
