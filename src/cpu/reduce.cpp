@@ -72,12 +72,13 @@ float kth_largest_value(const float* HWY_RESTRICT x, size_t n, size_t k) {
   uint32_t key = 0;  // the answer's bits so far: always at least k entries >= value_of(key)
   for (uint32_t bit = 0x80000000u; bit != 0; bit >>= 1) {
     const uint32_t candidate = key | bit;
-    const auto threshold = hn::Set(d, value_of(candidate));
+    const float value = value_of(candidate);
+    const auto threshold = hn::Set(d, value);
     size_t at_least = 0;
     size_t i = 0;
     for (; i + lanes <= n; i += lanes)
       at_least += hn::CountTrue(d, hn::Ge(hn::LoadU(d, x + i), threshold));
-    for (; i < n; ++i) at_least += x[i] >= hn::GetLane(threshold);  // tail: never read past n
+    for (; i < n; ++i) at_least += x[i] >= value;  // tail: never read past n
     key = at_least >= k ? candidate : key;
   }
   return value_of(key);
