@@ -621,6 +621,31 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
     const size_t count = 1 + rng() % 3000;
     check(count, trial % 2 == 0 ? 1 + rng() % count : count - trial % 3 % count, false, trial);
   }
+  // The counting's shortcuts (k = 1, k = count, a range that fixes the top bits, exactly k at a
+  // pass) on lists made to reach them: distinct values in one octave, and zeros and -infs alone.
+  auto check_list = [&](std::vector<float> v, size_t k, int trial) {
+    SortScratch scratch = a.get(v.size());
+    std::copy(v.begin(), v.end(), scratch.values.begin());
+    std::sort(v.begin(), v.end(), std::greater<float>());
+    const float kth = sel::kth_listed(scratch, v.size(), k);
+    SCOPED_TRACE(testing::Message() << "list " << trial << " k " << k);
+    ASSERT_EQ(kth, v[k - 1]);
+    if (kth == 0.0f) {
+      ASSERT_FALSE(std::signbit(kth));
+    }
+  };
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<float> v(1 + rng() % 300);
+    for (float& x : v) x = std::uniform_real_distribution<float>(8.0f, 16.0f)(rng);
+    if (trial % 3 == 0) {
+      for (float& x : v) x = rng() % 2 ? -0.0f : (rng() % 2 ? 0.0f : -kInf);
+    }
+    const size_t k = trial % 4 == 0 ? 1 : trial % 4 == 1 ? v.size() : 1 + rng() % v.size();
+    check_list(v, k, trial);
+  }
+  check_list({-0.0f, -0.0f, -kInf}, 1, -3);
+  check_list({-kInf, -0.0f, -0.0f}, 2, -4);
+  check_list({-kInf, -kInf}, 2, -5);
   for (const size_t count : {size_t{65536}, size_t{65537}, size_t{70001}})
     for (const size_t k : {size_t{1}, size_t{50}, count / 2, count}) {
       check(count, k, false, -1);  // by radix past 65536 (keys an eighth of the list)
