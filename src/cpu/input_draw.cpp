@@ -87,42 +87,29 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   const size_t step = maxima.max != nullptr ? maxima.block : block;
   size_t counts[kRowChunks];
   bool bad[kRowChunks];
-  // Each run of blocks that may list anything is compressed in one call, appended to the chunk's
-  // region with ids made relative to the chunk's begin. The runs are read off a compress of the
-  // maxima that reach: a branch per block cost a 32k row's top-k listing (500 groups, a tenth
-  // of them reaching at random) as much as its compress of those groups.
+  // Each chunk lists into its own region, ids relative to the chunk's begin. With maxima, only
+  // the blocks whose max reaches, read off a compress of the maxima: a branch per block cost a 32k
+  // row's top-k listing (500 groups, a tenth of them reaching at random) as much as its compress
+  // of those groups.
   auto list_chunk = [&](int64_t c) {
     const auto chunk = static_cast<size_t>(c);
     int32_t* const ids = scratch.ids.data() + chunks.region(chunk);
     float* const values = scratch.values.data() + chunks.region(chunk);
     const size_t chunk_begin = chunks.begin(chunk), chunk_end = chunks.end(chunk);
+    const void* const chunk_src = entry_at(src, dtype, chunk_begin);
     size_t count = 0;
     bool any_bad = false;
-    auto list_run = [&](size_t first, size_t end_block) {  // blocks [first, end_block)
-      const size_t start = first * step, end = std::min(chunk_end, end_block * step);
-      bool run_bad = false;
-      const size_t listed = cpu::compress_source(entry_at(src, dtype, start), dtype, end - start,
-                                                 from, ids + count, values + count, &run_bad);
-      const auto offset = static_cast<int32_t>(start - chunk_begin);
-      for (size_t i = count; i < count + listed; ++i) ids[i] += offset;
-      count += listed;
-      any_bad = any_bad || run_bad;
-    };
-    const size_t first = chunk_begin / step, last = (chunk_end + step - 1) / step;
     if (maxima.max == nullptr) {
-      list_run(first, last);
+      count = cpu::compress_source(chunk_src, dtype, chunk_end - chunk_begin, from, ids, values,
+                                   &any_bad);
     } else {
+      const size_t first = chunk_begin / step, last = (chunk_end + step - 1) / step;
       int32_t reaching[kMaxGroups + cpu::kCompressSlack];
       float reaching_max[kMaxGroups + cpu::kCompressSlack];
       const size_t m = cpu::compress_at_least(maxima.max + first, last - first, threshold, false,
                                               reaching, reaching_max);
-      for (size_t i = 0; i < m;) {
-        size_t j = i + 1;
-        while (j < m && reaching[j] == reaching[j - 1] + 1) ++j;
-        list_run(first + static_cast<size_t>(reaching[i]),
-                 first + static_cast<size_t>(reaching[j - 1]) + 1);
-        i = j;
-      }
+      count = cpu::compress_source_groups(chunk_src, dtype, chunk_end - chunk_begin, step, reaching,
+                                          m, from, ids, values, &any_bad);
     }
     counts[chunk] = count;
     bad[chunk] = any_bad;

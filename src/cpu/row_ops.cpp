@@ -945,23 +945,23 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
   });
 }
 
-// compress_at_least over a caller's row, read in place and widened: (id, value) of entries >=
-// threshold, id order. *bad: whether a NaN / +inf was seen (then the list is meaningless).
-template <class Source>
-size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_RESTRICT ids,
-                            float* HWY_RESTRICT values, bool* bad) {
-  const hn::ScalableTag<float> d;
+// compress_at_least over src[from, to) of a caller's row, read in place and widened: appends
+// (id, value) of entries >= threshold, id order (ids index src), at ids / values; returns how
+// many. seen_bad notes any NaN / +inf read (then the list is meaningless).
+template <class Source, class D>
+HWY_INLINE size_t compress_source_range(D d, Source src, size_t from, size_t to, float threshold,
+                                        int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values,
+                                        BadLanes<D>& seen_bad) {
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
   const auto vthr = hn::Set(d, threshold);
-  BadLanes seen_bad(d);
   size_t count = 0;
   auto append = [&](size_t i, hn::Vec<decltype(d)> v, hn::Mask<decltype(d)> keep) {
     hn::StoreU(CompressKeptIds(d, keep, i), di, ids + count);
     hn::StoreU(CompressKept(d, v, keep), d, values + count);
     count += hn::CountTrue(d, keep);
   };
-  size_t i = 0;
+  size_t i = from;
   // One branch per four vectors: a group all of whose entries are below the threshold is
   // skipped, the others are checked and compressed without a branch per vector. A branch per
   // vector (mispredicted where a quarter of the vectors pass) cost 40% of the pass on Zen 4 (69
@@ -969,7 +969,7 @@ size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_
   // table lookup and a permutation, 25 instructions a vector where top-k lists a few hundred
   // entries of a 128k row (4% of the vectors pass, 14% of the groups). An entry below the
   // threshold is neither NaN nor +inf, so a skipped group needs no check either.
-  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+  for (; i + 4 * lanes <= to; i += 4 * lanes) {
     const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
     const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
     const auto below = hn::And(hn::And(hn::Lt(v0, vthr), hn::Lt(v1, vthr)),
@@ -986,17 +986,27 @@ size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_
     append(i + 2 * lanes, v2, k2);
     append(i + 3 * lanes, v3, k3);
   }
-  for (; i + lanes <= n; i += lanes) {
+  for (; i + lanes <= to; i += lanes) {
     const auto v = src.Whole(d, i);
     seen_bad.Check(d, v);
     append(i, v, hn::Ge(v, vthr));
   }
-  if (i < n) {
-    const auto valid = hn::FirstN(d, n - i);
-    const auto v = src.Tail(d, i, n - i);  // padded with zeros: masked out below
+  if (i < to) {
+    const auto valid = hn::FirstN(d, to - i);
+    const auto v = src.Tail(d, i, to - i);  // padded with zeros: masked out below
     seen_bad.Note(d, hn::And(valid, NaNOrPositiveInf(d, v)));
     append(i, v, hn::And(valid, hn::Ge(v, vthr)));
   }
+  return count;
+}
+
+// The same over src[0, n): *bad whether NaN / +inf was seen.
+template <class Source>
+size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_RESTRICT ids,
+                            float* HWY_RESTRICT values, bool* bad) {
+  const hn::ScalableTag<float> d;
+  BadLanes seen_bad(d);
+  const size_t count = compress_source_range(d, src, 0, n, threshold, ids, values, seen_bad);
   *bad = seen_bad.Any(d);
   return count;
 }
@@ -1005,6 +1015,23 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold,
                        int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad) {
   return with_source(src, dtype, [&](auto source) {
     return compress_source_pass(source, n, threshold, ids, values, bad);
+  });
+}
+
+size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
+                              const int32_t* HWY_RESTRICT groups, size_t count, float threshold,
+                              int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad) {
+  return with_source(src, dtype, [&](auto source) {
+    const hn::ScalableTag<float> d;
+    BadLanes seen_bad(d);
+    size_t listed = 0;
+    for (size_t g = 0; g < count; ++g) {
+      const size_t from = static_cast<size_t>(groups[g]) * group;
+      listed += compress_source_range(d, source, from, std::min(n, from + group), threshold,
+                                      ids + listed, values + listed, seen_bad);
+    }
+    *bad = seen_bad.Any(d);
+    return listed;
   });
 }
 
@@ -1204,6 +1231,7 @@ HWY_EXPORT(load_row);
 HWY_EXPORT(load_row_repeated);
 HWY_EXPORT(block_softmax_stats);
 HWY_EXPORT(compress_source);
+HWY_EXPORT(compress_source_groups);
 HWY_EXPORT(list_marked);
 HWY_EXPORT(list_between);
 HWY_EXPORT(row_argmax);
@@ -1242,6 +1270,12 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
                        float* values, bool* bad) {
   return HWY_DYNAMIC_DISPATCH(compress_source)(src, dtype, n, threshold, ids, values, bad);
+}
+size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
+                              const int32_t* groups, size_t count, float threshold, int32_t* ids,
+                              float* values, bool* bad) {
+  return HWY_DYNAMIC_DISPATCH(compress_source_groups)(src, dtype, n, group, groups, count,
+                                                      threshold, ids, values, bad);
 }
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
                    int32_t* ids, float* values) {
