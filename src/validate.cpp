@@ -2,6 +2,7 @@
 // (`request 3: top_p must be in (0, 1], got 1.5`).
 #include "validate.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -62,10 +63,28 @@ void validate_config(const SamplerConfig& config) {
 
 namespace {
 
-// Index of the first id outside [0, vocab_size), or -1.
+// Index of the first id outside [0, vocab_size), or -1. Blocks first, with no branch an id:
+// an id is valid when neither it nor (vocab_size - 1 - id) has its top bit set (as unsigned), so
+// a block's ids ORed together tell whether any is not, in or / sub instructions the compiler
+// vectorises with baseline SSE2. A call validates every history of the batch on the caller's
+// thread before the rows spread (64 rows of 2k tokens took 110 us a call, a branch an id, while
+// the other thread waited).
 int64_t first_invalid(std::span<const TokenId> ids, int64_t vocab_size) {
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= vocab_size) return static_cast<int64_t>(i);
+  constexpr size_t kBlock = 256;
+  const auto limit = static_cast<uint32_t>(std::clamp<int64_t>(vocab_size, 0, int64_t{1} << 31));
+  size_t i = 0;
+  while (i < ids.size()) {
+    const size_t end = std::min(ids.size(), i + kBlock);
+    uint32_t either = 0;
+    for (size_t j = i; j < end; ++j) {
+      const auto id = static_cast<uint32_t>(ids[j]);
+      either |= id | (limit - 1 - id);
+    }
+    if (either >> 31) break;  // the loop below finds which
+    i = end;
+  }
+  for (; i < ids.size(); ++i)
+    if (static_cast<uint32_t>(ids[i]) >= limit) return static_cast<int64_t>(i);
   return -1;
 }
 

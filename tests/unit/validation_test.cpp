@@ -2,6 +2,7 @@
 // every id field, the batch and logits shape, NaN / +inf rows and the sampler config. Each test
 // asserts the whole message and that the exception is lastmile::InvalidArgument.
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "unit/test_util.hpp"
@@ -243,6 +244,27 @@ TEST(Validation, HistoryTokenIds) {
   row.output = {0};
   row.spec = {7};
   EXPECT_NO_THROW(sample_with(row));
+}
+
+// Long histories are checked in blocks: the first bad id is named wherever it sits (a block's
+// first or last entry, past the last whole block), negatives and INT32_MIN included.
+TEST(Validation, LongHistoriesNameTheirFirstBadId) {
+  Row row;
+  for (const size_t length : {size_t{255}, size_t{256}, size_t{257}, size_t{2000}}) {
+    for (const size_t at : {size_t{0}, size_t{255}, size_t{256}, length - 1}) {
+      if (at >= length) continue;
+      for (const TokenId bad : {TokenId{8}, TokenId{-1}, std::numeric_limits<TokenId>::min()}) {
+        row.output.assign(length, 7);
+        row.output[at] = bad;
+        if (at + 1 < length) row.output[length - 1] = 100;  // a later bad id is not named
+        expect_invalid([&] { sample_with(row); },
+                       "request 3: output_token_ids[" + std::to_string(at) +
+                           "] must be in [0, 8), got " + std::to_string(bad));
+      }
+    }
+    row.output.assign(length, 7);
+    EXPECT_NO_THROW(sample_with(row));
+  }
 }
 
 TEST(Validation, NamesTheRequestIndex) {
