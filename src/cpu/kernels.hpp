@@ -17,9 +17,9 @@ float row_max(const float* x, size_t n);
 float finite_min(const float* x, size_t n);  // the smallest entry above -inf; +inf if none
 // The k-th largest of x[0, n), 1 <= k <= n, duplicates counted, NaN-free (-0 counts as +0, and
 // +0 is returned). A min / max pass, then up to 32 counting passes over x (one a bit of the
-// answer, below the bits its range fixes), no branch on the data: std::nth_element's partitions
-// mispredicted about a branch an entry, which on 50 of 150 top-k group maxima cost a tenth of a
-// 32k row.
+// answer, below the bits its range fixes, ending at a pass that counts exactly k), no branch an
+// entry: std::nth_element's partitions mispredicted about a branch an entry, which on 50 of 150
+// top-k group maxima cost a tenth of a 32k row.
 float kth_largest_value(const float* x, size_t n, size_t k);
 
 // Largest 16-bit pattern of x[0, n) (unsigned): the same streaming read over fp16 / bf16 rows.

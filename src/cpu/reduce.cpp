@@ -83,8 +83,9 @@ float kth_largest_value(const float* HWY_RESTRICT x, size_t n, size_t k) {
   }
   float min = hn::GetLane(hn::MinOfLanes(d, lo)), max = hn::GetLane(hn::MaxOfLanes(d, hi));
   for (; i < n; ++i) min = std::min(min, x[i]), max = std::max(max, x[i]);
+  if (k > n) return -kInf;        // outside the contract: no k-th, as the search from the top finds
   if (k == 1) return max + 0.0f;  // -0 + 0 is +0
-  if (k >= n) return min + 0.0f;
+  if (k == n) return min + 0.0f;
   const uint32_t low_key = detail::orderable(min), differ = low_key ^ detail::orderable(max);
   if (differ == 0) return value_of(low_key);  // every entry equal
   const uint32_t top = std::bit_floor(differ);

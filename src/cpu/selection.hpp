@@ -25,7 +25,7 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // passes over the values (kth_largest_value) while they fit in a core's L2; beyond, a selection
 // on a copy of their keys, or by radix when they do not fit there.
 inline float kth_listed(SortScratch scratch, size_t count, size_t k) {
-  constexpr size_t kCountedAtMost = 65536;  // 256 KB of values, read 32 times
+  constexpr size_t kCountedAtMost = 65536;  // 256 KB of values, read at most 34 times
   if (count <= kCountedAtMost) return cpu::kth_largest_value(scratch.values.data(), count, k);
   if (count > scratch.keys.size()) {
     const float* values = scratch.values.data();

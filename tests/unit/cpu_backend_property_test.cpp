@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -634,13 +635,28 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
       ASSERT_FALSE(std::signbit(kth));
     }
   };
-  for (int trial = 0; trial < 300; ++trial) {
+  for (int trial = 0; trial < 500; ++trial) {
     std::vector<float> v(1 + rng() % 300);
-    for (float& x : v) x = std::uniform_real_distribution<float>(8.0f, 16.0f)(rng);
-    if (trial % 3 == 0) {
-      for (float& x : v) x = rng() % 2 ? -0.0f : (rng() % 2 ? 0.0f : -kInf);
+    for (float& x : v) {
+      switch (trial % 5) {
+        case 0:  // one octave: the top bits fixed
+          x = std::uniform_real_distribution<float>(8.0f, 16.0f)(rng);
+          break;
+        case 1:  // negative: orderable() flips the bits
+          x = std::uniform_real_distribution<float>(-16.0f, -8.0f)(rng);
+          break;
+        case 2:  // denormals of both signs beside zeros
+          x = std::bit_cast<float>(static_cast<uint32_t>(rng() % 64) |
+                                   (rng() % 2 ? 0x80000000u : 0u));
+          break;
+        case 3:
+          x = rng() % 2 ? -0.0f : (rng() % 2 ? 0.0f : -kInf);
+          break;
+        default:  // the extremes
+          x = rng() % 3 == 0 ? kInf : (rng() % 2 ? -kInf : std::numeric_limits<float>::max());
+      }
     }
-    const size_t k = trial % 4 == 0 ? 1 : trial % 4 == 1 ? v.size() : 1 + rng() % v.size();
+    const size_t k = trial % 7 == 0 ? 1 : trial % 7 == 1 ? v.size() : 1 + rng() % v.size();
     check_list(v, k, trial);
   }
   check_list({-0.0f, -0.0f, -kInf}, 1, -3);
