@@ -581,12 +581,27 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
   namespace sel = lastmile::detail::cpu_selection;
   std::mt19937_64 rng(22);
   Scratch a;
-  auto check = [&](size_t count, size_t k, bool whole_keys, int trial) {
+  // kth_listed of the list v against a sort of it; the list itself left as it was.
+  auto check_list = [&](const std::vector<float>& v, size_t k, bool whole_keys, int trial) {
+    const size_t count = v.size();
     SortScratch scratch = a.get(count);
     if (whole_keys) {
       a.keys.assign(count, 0);
       scratch.keys = a.keys;
     }
+    std::copy(v.begin(), v.end(), scratch.values.begin());
+    std::vector<float> sorted = v;
+    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+    const float kth = sel::kth_listed(scratch, count, k);
+    SCOPED_TRACE(testing::Message() << "trial " << trial << " k " << k << " count " << count);
+    ASSERT_EQ(kth, sorted[k - 1]);
+    if (kth == 0.0f) {
+      ASSERT_FALSE(std::signbit(kth));
+    }
+    ASSERT_TRUE(std::equal(v.begin(), v.end(), scratch.values.begin()));
+  };
+  // A random list of `count`: -inf, zeros of both signs, repeats and N(0, 3) values.
+  auto check = [&](size_t count, size_t k, bool whole_keys, int trial) {
     std::vector<float> v(count);
     for (float& x : v) {
       switch (rng() % 5) {
@@ -603,16 +618,7 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
           x = std::normal_distribution<float>(0.0f, 3.0f)(rng);
       }
     }
-    std::copy(v.begin(), v.end(), scratch.values.begin());
-    std::vector<float> sorted = v;
-    std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-    const float kth = sel::kth_listed(scratch, count, k);
-    SCOPED_TRACE(testing::Message() << "trial " << trial << " k " << k << " count " << count);
-    ASSERT_EQ(kth, sorted[k - 1]);
-    if (kth == 0.0f) {
-      ASSERT_FALSE(std::signbit(kth));
-    }
-    ASSERT_TRUE(std::equal(v.begin(), v.end(), scratch.values.begin()));
+    check_list(v, k, whole_keys, trial);
   };
   for (int trial = 0; trial < 2000; ++trial) {
     const size_t k = 1 + rng() % 60;
@@ -623,18 +629,8 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
     check(count, trial % 2 == 0 ? 1 + rng() % count : count - trial % 3 % count, false, trial);
   }
   // The counting's shortcuts (k = 1, k = count, a range that fixes the top bits, exactly k at a
-  // pass) on lists made to reach them: distinct values in one octave, and zeros and -infs alone.
-  auto check_list = [&](std::vector<float> v, size_t k, int trial) {
-    SortScratch scratch = a.get(v.size());
-    std::copy(v.begin(), v.end(), scratch.values.begin());
-    std::sort(v.begin(), v.end(), std::greater<float>());
-    const float kth = sel::kth_listed(scratch, v.size(), k);
-    SCOPED_TRACE(testing::Message() << "list " << trial << " k " << k);
-    ASSERT_EQ(kth, v[k - 1]);
-    if (kth == 0.0f) {
-      ASSERT_FALSE(std::signbit(kth));
-    }
-  };
+  // pass) on lists made to reach them: one octave of positive or of negative values, denormals
+  // beside zeros, zeros and -infs alone, and the extremes.
   for (int trial = 0; trial < 500; ++trial) {
     std::vector<float> v(1 + rng() % 300);
     for (float& x : v) {
@@ -657,11 +653,13 @@ TEST(CpuSelection, KthListedIsTheSortedListsKth) {
       }
     }
     const size_t k = trial % 7 == 0 ? 1 : trial % 7 == 1 ? v.size() : 1 + rng() % v.size();
-    check_list(v, k, trial);
+    check_list(v, k, false, trial);
   }
-  check_list({-0.0f, -0.0f, -kInf}, 1, -3);
-  check_list({-kInf, -0.0f, -0.0f}, 2, -4);
-  check_list({-kInf, -kInf}, 2, -5);
+  check_list({-0.0f, -0.0f, -kInf}, 1, false, -3);
+  check_list({-kInf, -0.0f, -0.0f}, 2, false, -4);
+  check_list({-kInf, -kInf}, 2, false, -5);
+  check_list({-0.0f, -0.0f, -0.0f}, 1, false, -6);  // the max and the min, both -0: +0
+  check_list({-0.0f, -0.0f, -0.0f}, 3, false, -7);
   for (const size_t count : {size_t{65536}, size_t{65537}, size_t{70001}})
     for (const size_t k : {size_t{1}, size_t{50}, count / 2, count}) {
       check(count, k, false, -1);  // by radix past 65536 (keys an eighth of the list)
