@@ -86,7 +86,7 @@ bool take_greedy_token_from_penalised_input(RowStep& row) {
     summary.known = false;
     return false;  // NaN / +inf (the steps report it), or blocks too long: the steps
   }
-  const PenalisedBlocks penalised_blocks(row, bounds->block);
+  PenalisedBlocks penalised_blocks(row, bounds->block);
   std::array<float, kPenalisedBlock> block;
   row.greedy_token =
       argmax_within_bounds(*bounds, row.vocab_size(), [&](int64_t start, int64_t count) {

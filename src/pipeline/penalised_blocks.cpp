@@ -30,44 +30,152 @@ class Batched {
   size_t size_ = 0;
 };
 
+// Calls fn(id - start) for each id of `ids` in [start, start + count), in order. A chunk's ids
+// are tested with one OR of in-range flags, which the compiler vectorises: a block holds only a
+// few of a long history's tokens.
+template <class Fn>
+void for_each_in_range(std::span<const TokenId> ids, int64_t start, int64_t count, Fn fn) {
+  constexpr size_t kChunk = 64;
+  const auto from = static_cast<uint32_t>(start), size = static_cast<uint32_t>(count);
+  for (size_t i = 0; i < ids.size(); i += kChunk) {
+    const size_t end = std::min(ids.size(), i + kChunk);
+    uint32_t any = 0;
+    for (size_t j = i; j < end; ++j) any |= static_cast<uint32_t>(ids[j]) - from < size;
+    if (any == 0) continue;
+    for (size_t j = i; j < end; ++j)
+      if (const uint32_t at = static_cast<uint32_t>(ids[j]) - from; at < size) fn(at);
+  }
+}
+
+// A counting sort of `items` by block(item) into order (first: blocks + 1 offsets).
+template <class Items, class BlockOf, class Entry>
+void bucket_by_block(const Items& items, size_t blocks, BlockOf block_of, Entry entry,
+                     uint32_t* first, uint32_t* order) {
+  std::fill(first, first + blocks + 1, 0u);
+  items([&](auto item) { ++first[block_of(item) + 1]; });
+  for (size_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
+  std::array<uint32_t, BlockMaxima::kMaxBlocks> next;
+  std::copy(first, first + blocks, next.begin());
+  items([&](auto item) { order[next[block_of(item)]++] = entry(item); });
+}
+
 }  // namespace
 
-PenalisedBlocks::PenalisedBlocks(RowStep& row, size_t block) : row_(row), block_(block) {
-  if (row.has_kept_counts) {
-    seen_ = row.kept_seen.data();
-    counts_ = row.kept_output_counts;
-  } else {
-    row.mark_prompt_and_history(true);
-    seen_ = row.scratch.seen.data();
-    counts_ = row.count_history();
-  }
-  // A counting sort of the counts by block (reserve_lists made room for any row's counts).
-  const size_t blocks = (static_cast<size_t>(row.vocab_size()) + block - 1) / block;
-  std::fill(first_.begin(), first_.begin() + blocks + 1, 0u);
-  for (const TokenCount& c : counts_) ++first_[static_cast<size_t>(c.token_id) / block + 1];
-  for (size_t b = 0; b < blocks; ++b) first_[b + 1] += first_[b];
-  std::array<uint32_t, BlockMaxima::kMaxBlocks> next;
-  std::copy(first_.begin(), first_.begin() + blocks, next.begin());
-  uint32_t* const order = row.scratch.counts_by_block.data();
-  for (size_t i = 0; i < counts_.size(); ++i)
-    order[next[static_cast<size_t>(counts_[i].token_id) / block]++] = static_cast<uint32_t>(i);
-  order_ = order;
+PenalisedBlocks::PenalisedBlocks(RowStep& row, size_t block)
+    : row_(row), block_(block), shift_(std::has_single_bit(block) ? std::countr_zero(block) : -1) {
+  if (row.has_kept_counts) bucket_kept_counts();
 }
 
-PenalisedBlocks::~PenalisedBlocks() {
-  if (!row_.has_kept_counts) row_.mark_prompt_and_history(false);  // all zero between rows
+void PenalisedBlocks::bucket_tokens() {
+  const History history = row_.history();
+  const std::span<const TokenId> prompt = row_.request.prompt_token_ids;
+  const size_t blocks = block_of(static_cast<size_t>(row_.vocab_size()) + block_ - 1);
+  // Ids with kCounted set for the history's; reserve_lists made room for prompt and history.
+  auto tokens = [&](auto fn) {
+    for (TokenId id : prompt) fn(static_cast<uint32_t>(id));
+    for (TokenId id : history.output) fn(static_cast<uint32_t>(id) | kCounted);
+    for (TokenId id : history.drafts) fn(static_cast<uint32_t>(id) | kCounted);
+  };
+  // Locals: the buckets' stores would otherwise reload the members at every token.
+  const size_t block = block_;
+  const int shift = shift_;
+  const auto id_block = [block, shift](uint32_t t) -> size_t {
+    const uint32_t id = t & ~kCounted;
+    return shift >= 0 ? id >> shift : id / block;
+  };
+  bucket_by_block(
+      tokens, blocks, id_block,
+      [&](uint32_t t) {
+        return static_cast<uint32_t>((t & ~kCounted) - id_block(t) * block) | (t & kCounted);
+      },
+      first_.data(), row_.scratch.counts_by_block.data());
+  order_ = row_.scratch.counts_by_block.data();
+  bucketed_ = true;
 }
 
-void PenalisedBlocks::read(int64_t start, int64_t count, float* out) const {
+void PenalisedBlocks::bucket_kept_counts() {
+  counts_ = row_.kept_output_counts;
+  const size_t blocks = block_of(static_cast<size_t>(row_.vocab_size()) + block_ - 1);
+  auto indices = [&](auto fn) {
+    for (uint32_t i = 0; i < counts_.size(); ++i) fn(i);
+  };
+  const std::span<const TokenCount> counts = counts_;
+  const size_t block = block_;
+  const int shift = shift_;
+  bucket_by_block(
+      indices, blocks,
+      [counts, block, shift](uint32_t i) {
+        const auto id = static_cast<size_t>(counts[i].token_id);
+        return shift >= 0 ? id >> shift : id / block;
+      },
+      [](uint32_t i) { return i; }, first_.data(), row_.scratch.counts_by_block.data());
+  order_ = row_.scratch.counts_by_block.data();
+  bucketed_ = true;
+}
+
+void PenalisedBlocks::read(int64_t start, int64_t count, float* out) {
   const size_t element = element_size(row_.input.dtype);
   row_.backend.convert_row(static_cast<const char*>(row_.input_row()) + start * element,
                            row_.input.dtype, out, count);  // checked by the summary's read
+  if (row_.has_kept_counts) return penalise_kept(start, count, out);
+  if (!bucketed_ && ++reads_ > kScannedReads) bucket_tokens();
+  penalise_tokens(start, count, out);
+}
+
+// The block's seen tokens into a bitmap, its history's counts tallied, from its bucket or a scan;
+// repetition over the bitmap, then frequency and presence over the counted tokens.
+void PenalisedBlocks::penalise_tokens(int64_t start, int64_t count, float* out) const {
+  std::array<uint64_t, kPenalisedBlock / 64> seen{};
+  std::array<int32_t, kPenalisedBlock> counts;        // zeroed for the block's `count` entries
+  std::array<uint16_t, kPenalisedBlock> counted_ids;  // in order of first occurrence
+  std::fill(counts.begin(), counts.begin() + count, 0);
+  size_t distinct = 0;
+  const auto mark = [&seen](uint32_t i) { seen[i / 64] |= uint64_t{1} << (i % 64); };
+  const auto tally = [&](uint32_t i) {
+    mark(i);
+    if (counts[i]++ == 0) counted_ids[distinct++] = static_cast<uint16_t>(i);
+  };
+  if (bucketed_) {
+    const size_t b = block_of(static_cast<size_t>(start));
+    const auto offset = static_cast<uint32_t>(static_cast<size_t>(start) - b * block_);
+    for (uint32_t k = first_[b]; k < first_[b + 1]; ++k) {
+      const uint32_t t = order_[k], at = (t & ~kCounted) - offset;  // a part of a block: offset
+      if (at >= static_cast<uint32_t>(count)) continue;
+      if (t & kCounted)
+        tally(at);
+      else
+        mark(at);
+    }
+  } else {
+    const History history = row_.history();
+    for_each_in_range(row_.request.prompt_token_ids, start, count, mark);
+    for_each_in_range(history.output, start, count, tally);
+    for_each_in_range(history.drafts, start, count, tally);
+  }
+  const RequestParams& p = row_.params();
+  if (p.repetition_penalty != 1.0f) {
+    Batched repeated(row_.backend, out, p.repetition_penalty, 0.0f, 0.0f);
+    for (size_t w = 0; w * 64 < static_cast<size_t>(count); ++w)
+      for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1)
+        repeated.add({static_cast<TokenId>(w * 64 + std::countr_zero(bits)), 0, true});
+    repeated.flush();
+  }
+  if (p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
+  Batched counted(row_.backend, out, 1.0f, p.frequency_penalty, p.presence_penalty);
+  for (size_t k = 0; k < distinct; ++k)
+    counted.add({static_cast<TokenId>(counted_ids[k]), counts[counted_ids[k]], false});
+  counted.flush();
+}
+
+// A RequestBatch row: repetition over its kept seen bitmap, then its kept counts.
+void PenalisedBlocks::penalise_kept(int64_t start, int64_t count, float* out) const {
   const RequestParams& p = row_.params();
   const int64_t end = start + count;
   if (p.repetition_penalty != 1.0f) {
+    const uint64_t* seen = row_.kept_seen.data();
     Batched repeated(row_.backend, out, p.repetition_penalty, 0.0f, 0.0f);
     for (auto w = static_cast<size_t>(start) / 64; w * 64 < static_cast<size_t>(end); ++w)
-      for (uint64_t bits = seen_[w]; bits != 0; bits &= bits - 1) {
+      for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
         const auto i = static_cast<int64_t>(w * 64) + std::countr_zero(bits);
         if (i >= start && i < end) repeated.add({static_cast<TokenId>(i - start), 0, true});
       }
@@ -75,7 +183,7 @@ void PenalisedBlocks::read(int64_t start, int64_t count, float* out) const {
   }
   if (p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
   Batched counted(row_.backend, out, 1.0f, p.frequency_penalty, p.presence_penalty);
-  const size_t b = static_cast<size_t>(start) / block_;
+  const size_t b = block_of(static_cast<size_t>(start));
   for (uint32_t k = first_[b]; k < first_[b + 1]; ++k) {
     const TokenCount& c = counts_[static_cast<size_t>(order_[k])];
     if (c.token_id >= start && c.token_id < end)

@@ -48,8 +48,9 @@ struct RowScratch {
   SortScratch sort() { return {sort_ids, sort_values, sort_keys, histogram}; }
   // Step 7d's survivor list for step 7e (Backend::apply_top_k_top_p); set by 7d for every row.
   size_t listed_survivors = kNotListed;
-  // Room for the longest history and whitelist of a batch, and for `counts_size` token counts
-  // bucketed by block (PenalisedBlocks), whichever worker gets that row.
+  // Room for the longest history and whitelist of a batch, and for `counts_size` entries bucketed
+  // by block (PenalisedBlocks: a row's prompt and history tokens, or a RequestBatch row's kept
+  // counts), whichever worker gets that row.
   void reserve_lists(size_t history_size, size_t allowed_size, size_t counts_size);
   std::vector<uint32_t> counts_by_block;  // PenalisedBlocks' buckets
 };

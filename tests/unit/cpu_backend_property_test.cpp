@@ -1510,6 +1510,86 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
   }
 }
 
+// The penalised blocks find a block's tokens by scanning the prompt and history for the first
+// reads, by buckets after (PenalisedBlocks::kScannedReads). Each block holds a peak above the
+// body; rows penalise every peak (every block is read: buckets), a few (a read or two: scans) or
+// none, through the prompt (repetition only, repeats counting once), the output (1-3 times) and
+// drafts (counted only when predicting the bonus token), with peaks at a block's first and last
+// entries and in the last, short block. The token must be the oracle's, fp32 and bf16, with and
+// without the bonus token.
+TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
+  std::mt19937_64 rng(37);
+  for (int trial = 0; trial < 8; ++trial) {
+    const int64_t vocab = 20480 * (1 + trial % 2) + 1 + static_cast<int64_t>(rng() % 2000);
+    const int rows = 8;
+    const int64_t blocks = (vocab + 2047) / 2048;
+    PenalisedBatch data(vocab, rows);
+    lastmile::Batch& batch = data.batch;
+    batch.num_logprobs = 1;
+    batch.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
+    batch.predict_bonus_token = trial % 4 >= 2;
+    std::vector<std::vector<lastmile::TokenId>> prompts(rows), drafts(rows);
+    std::uniform_real_distribution<float> above(10.0f, 10.5f);
+    for (int r = 0; r < rows; ++r) {
+      float* row = data.row(r);
+      for (int64_t i = 0; i < vocab; ++i) row[i] = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+      std::vector<lastmile::TokenId> peaks;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t size = std::min<int64_t>(2048, vocab - b * 2048);
+        const int64_t at = b % 3 == 0   ? 0
+                           : b % 3 == 1 ? size - 1
+                                        : static_cast<int64_t>(rng() % size);
+        peaks.push_back(static_cast<lastmile::TokenId>(b * 2048 + at));
+        row[peaks.back()] = above(rng);
+      }
+      // Rows 0-4 penalise every peak, 5-6 the two highest blocks' worth, 7 none.
+      const size_t penalised = r < 5 ? peaks.size() : r < 7 ? 2 : 0;
+      std::vector<lastmile::TokenId> by_value = peaks;
+      std::sort(by_value.begin(), by_value.end(),
+                [row](lastmile::TokenId a, lastmile::TokenId b) { return row[a] > row[b]; });
+      std::vector<lastmile::TokenId>& output = data.histories[r];
+      for (int i = 0; i < 100; ++i) {  // the body's tokens, some repeated
+        output.push_back(static_cast<lastmile::TokenId>(rng() % vocab));
+        prompts[r].push_back(static_cast<lastmile::TokenId>(rng() % vocab));
+      }
+      for (size_t i = 0; i < penalised; ++i) {
+        const lastmile::TokenId id = by_value[i];
+        switch (rng() % 4) {
+          case 0:  // the prompt, twice: repetition once
+            prompts[r].push_back(id);
+            prompts[r].push_back(id);
+            break;
+          case 1:  // drafts: counted only with the bonus token
+            drafts[r].push_back(id);
+            break;
+          default:  // the output, 1-3 times, and at times the prompt too
+            for (uint64_t k = 0; k <= rng() % 3; ++k) output.push_back(id);
+            if (rng() % 2 == 0) prompts[r].push_back(id);
+        }
+      }
+      std::shuffle(output.begin(), output.end(), rng);
+      std::shuffle(prompts[r].begin(), prompts[r].end(), rng);
+      lastmile::BatchRequest& request = batch.requests.emplace_back();
+      request.prompt_token_ids = prompts[r];
+      request.output_token_ids = output;
+      request.spec_token_ids = drafts[r];
+      lastmile::RequestParams& p = request.params;
+      p.temperature = 0.0f;
+      p.repetition_penalty = r % 2 == 0 ? 1.0f + 0.1f * static_cast<float>(r) : 1.0f;
+      p.frequency_penalty = r % 3 == 0 ? 0.0f : 0.2f + 0.1f * static_cast<float>(r);
+      p.presence_penalty = r == 4 ? 0.0f : 0.15f;
+    }
+    const lastmile::LogitsView view = data.view(trial % 2 == 1);
+    lastmile::Sampler fast(backend_config(vocab, rows, lastmile::BackendKind::cpu));
+    lastmile::Sampler slow(backend_config(vocab, rows, lastmile::BackendKind::reference));
+    const lastmile::SamplerOutput& a = fast.sample(view, batch);
+    const lastmile::SamplerOutput& b = slow.sample(view, batch);
+    for (int r = 0; r < rows; ++r)
+      EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r])
+          << "trial " << trial << " row " << r;
+  }
+}
+
 // A random row that only penalties edit draws from the caller's row and its penalised blocks in
 // raw-mode batches (with the raw summary) and in batches without logprobs (block maxima), with
 // no working row; processed logprobs read the working row, so the steps draw it there. The
