@@ -174,10 +174,26 @@ class CpuBackend final : public Backend {
                                       summary, parallel);
   }
 
+  // The oracle's arithmetic without its branches: a token left unseen is multiplied by 1 (the
+  // same bits: no NaN reaches step 6), and the factors are picked by masks (GCC turned the
+  // ternaries back into branches). The oracle's branch on the logit's sign, as random as the
+  // logits, cost 10 ns a token: 6% of a penalised top-k/top-p row with a 1k-token history.
   void apply_penalties(float* x, std::span<const TokenCount> counts, float repetition_penalty,
                        float frequency_penalty, float presence_penalty) const override {
-    reference_backend().apply_penalties(x, counts, repetition_penalty, frequency_penalty,
-                                        presence_penalty);
+    const auto pick = [](bool first, float a, float b) {
+      const uint32_t mask = 0u - static_cast<uint32_t>(first);
+      return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) |
+                                  (std::bit_cast<uint32_t>(b) & ~mask));
+    };
+    const float inverse_repetition = 1.0f / repetition_penalty;
+    for (const TokenCount& c : counts) {
+      float& l = x[c.token_id];
+      const float by_sign = pick(l > 0, inverse_repetition, repetition_penalty);
+      float v = l * pick(c.in_prompt || c.output_count > 0, by_sign, 1.0f);
+      v -= frequency_penalty * static_cast<float>(c.output_count);
+      v -= presence_penalty * pick(c.output_count > 0, 1.0f, 0.0f);
+      l = v;
+    }
   }
 
   int64_t apply_repetition_dense(float* x, int64_t n, const uint64_t* seen,

@@ -1510,6 +1510,37 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
   }
 }
 
+// Step 6's sparse penalties pick their factors without a branch: the same bits as the oracle on
+// every kind of token (seen in the prompt only, counted 0-3 times, both), every sign of logit
+// (+-0, +-inf, huge ones that a factor below 1 overflows, denormals) and every kind of penalty
+// (repetition 1, above and below; frequency and presence of either sign or 0).
+TEST(CpuBackendProperty, PenaltiesAreTheOraclesToTheBit) {
+  std::mt19937_64 rng(41);
+  const float specials[] = {0.0f, -0.0f, kInf, -kInf, 3e38f, -3e38f, 1e-40f, -1e-40f};
+  const float repetitions[] = {1.0f, 1.3f, 0.7f, 2.0f};
+  const float others[] = {0.0f, 0.4f, -0.4f, 2.0f, -2.0f};
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t n = 500;
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x)
+      v = rng() % 8 == 0 ? specials[rng() % 8] : std::normal_distribution<float>(0.0f, 5.0f)(rng);
+    std::vector<lastmile::detail::TokenCount> counts;
+    for (int64_t t = 0; t < n; ++t)
+      if (rng() % 2 == 0)
+        counts.push_back(
+            {static_cast<TokenId>(t), static_cast<int32_t>(rng() % 4), rng() % 3 == 0});
+    std::shuffle(counts.begin(), counts.end(), rng);
+    const float repetition = repetitions[trial % 4];
+    const float frequency = others[rng() % 5], presence = others[rng() % 5];
+    std::vector<float> fast = x, slow = x;
+    cpu().apply_penalties(fast.data(), counts, repetition, frequency, presence);
+    oracle().apply_penalties(slow.data(), counts, repetition, frequency, presence);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(fast[i]), std::bit_cast<uint32_t>(slow[i]))
+          << "trial " << trial << " token " << i << " from " << x[i];
+  }
+}
+
 // The penalised blocks find a block's tokens by scanning the prompt and history for the first
 // reads, by buckets after (PenalisedBlocks::kScannedReads). Each block holds a peak above the
 // body; rows penalise every peak (every block is read: buckets), a few (a read or two: scans) or
