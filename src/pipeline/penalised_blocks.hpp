@@ -22,7 +22,7 @@ namespace lastmile::detail {
 // us. A RequestBatch's row has its kept seen bitmap and counts, bucketed by block at the start.
 class PenalisedBlocks {
  public:
-  // `block`: the blocks read, kPenalisedBlock at most, a multiple of 64 (whole bitmap words).
+  // `block`: the blocks read, kPenalisedBlock at most.
   PenalisedBlocks(RowStep& row, size_t block);
   PenalisedBlocks(const PenalisedBlocks&) = delete;
   PenalisedBlocks& operator=(const PenalisedBlocks&) = delete;

@@ -1543,11 +1543,11 @@ TEST(CpuBackendProperty, PenaltiesAreTheOraclesToTheBit) {
 
 // The penalised blocks find a block's tokens by scanning the prompt and history for the first
 // reads, by buckets after (PenalisedBlocks::kScannedReads). Each block holds a peak above the
-// body; rows penalise every peak (every block is read: buckets), a few (a read or two: scans) or
-// none, through the prompt (repetition only, repeats counting once), the output (1-3 times) and
-// drafts (counted only when predicting the bonus token), with peaks at a block's first and last
-// entries and in the last, short block. The token must be the oracle's, fp32 and bf16, with and
-// without the bonus token.
+// body; rows penalise every peak (every block is read: buckets), the two highest (two or three
+// reads: scans, at times buckets) or none (one read), through the prompt (repetition only, repeats
+// counting once), the output (1-3 times) and drafts (counted only when predicting the bonus token),
+// with peaks at a block's first and last entries and in the last, short block. The token must be
+// the oracle's, fp32 and bf16, with and without the bonus token.
 TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
   std::mt19937_64 rng(37);
   for (int trial = 0; trial < 8; ++trial) {
@@ -1573,7 +1573,7 @@ TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
         peaks.push_back(static_cast<lastmile::TokenId>(b * 2048 + at));
         row[peaks.back()] = above(rng);
       }
-      // Rows 0-4 penalise every peak, 5-6 the two highest blocks' worth, 7 none.
+      // Rows 0-4 penalise every peak, 5-6 the two highest, 7 none.
       const size_t penalised = r < 5 ? peaks.size() : r < 7 ? 2 : 0;
       std::vector<lastmile::TokenId> by_value = peaks;
       std::sort(by_value.begin(), by_value.end(),
