@@ -1456,6 +1456,17 @@ struct PenalisedBatch {
   std::vector<uint16_t> halves;
 };
 
+// Every row's token from the cpu backend must be the oracle's, its logits read as bf16 or fp32.
+void expect_the_oracles_tokens(PenalisedBatch& data, bool bf16, int trial) {
+  const lastmile::LogitsView view = data.view(bf16);
+  lastmile::Sampler fast(backend_config(data.vocab, data.rows, lastmile::BackendKind::cpu));
+  lastmile::Sampler slow(backend_config(data.vocab, data.rows, lastmile::BackendKind::reference));
+  const lastmile::SamplerOutput& a = fast.sample(view, data.batch);
+  const lastmile::SamplerOutput& b = slow.sample(view, data.batch);
+  for (int r = 0; r < data.rows; ++r)
+    EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r]) << "trial " << trial << " row " << r;
+}
+
 // Greedy rows with raw logprobs and penalties take their argmax from the blocks whose caller's
 // max could hold it, penalised alone (no working row). The history holds the largest tokens (the
 // argmax moves to another block), equal values sit in several blocks (the lowest id wins), and
@@ -1499,14 +1510,7 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
         p.bad_words_token_ids = {{static_cast<lastmile::TokenId>(order[0])},
                                  {static_cast<lastmile::TokenId>(order[1])}};
     }
-    const lastmile::LogitsView view = data.view(trial % 2 == 1);
-    lastmile::Sampler fast(backend_config(vocab, rows, lastmile::BackendKind::cpu));
-    lastmile::Sampler slow(backend_config(vocab, rows, lastmile::BackendKind::reference));
-    const lastmile::SamplerOutput& a = fast.sample(view, batch);
-    const lastmile::SamplerOutput& b = slow.sample(view, batch);
-    for (int r = 0; r < rows; ++r)
-      EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r])
-          << "trial " << trial << " row " << r;
+    expect_the_oracles_tokens(data, trial % 2 == 1, trial);
   }
 }
 
@@ -1610,14 +1614,7 @@ TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
       p.frequency_penalty = r % 3 == 0 ? 0.0f : 0.2f + 0.1f * static_cast<float>(r);
       p.presence_penalty = r == 4 ? 0.0f : 0.15f;
     }
-    const lastmile::LogitsView view = data.view(trial % 2 == 1);
-    lastmile::Sampler fast(backend_config(vocab, rows, lastmile::BackendKind::cpu));
-    lastmile::Sampler slow(backend_config(vocab, rows, lastmile::BackendKind::reference));
-    const lastmile::SamplerOutput& a = fast.sample(view, batch);
-    const lastmile::SamplerOutput& b = slow.sample(view, batch);
-    for (int r = 0; r < rows; ++r)
-      EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r])
-          << "trial " << trial << " row " << r;
+    expect_the_oracles_tokens(data, trial % 2 == 1, trial);
   }
 }
 
