@@ -38,7 +38,7 @@ class PenalisedBlocks {
   void bucket_tokens();
   void bucket_kept_counts();
   // Blocks are a power of two in practice (2048): a shift, where a division by the run-time
-  // block took 2 of a greedy 152k row's 100 us.
+  // block took about 4 of a greedy 152k row's 107 us (perf: 3.7% of its samples).
   size_t block_of(size_t id) const { return shift_ >= 0 ? id >> shift_ : id / block_; }
   void penalise_tokens(int64_t start, int64_t count, float* out) const;
   void penalise_kept(int64_t start, int64_t count, float* out) const;
