@@ -47,46 +47,42 @@ void for_each_in_range(std::span<const TokenId> ids, int64_t start, int64_t coun
   }
 }
 
-// A counting sort of `items` by block(item) into order (first: blocks + 1 offsets).
-template <class Items, class BlockOf, class Entry>
-void bucket_by_block(const Items& items, size_t blocks, BlockOf block_of, Entry entry,
+// A counting sort of `items` by bucket_of(item) into order (first: blocks + 1 offsets).
+template <class Items, class BucketOf, class Entry>
+void bucket_by_block(const Items& items, size_t blocks, BucketOf bucket_of, Entry entry,
                      uint32_t* first, uint32_t* order) {
   std::fill(first, first + blocks + 1, 0u);
-  items([&](auto item) { ++first[block_of(item) + 1]; });
+  items([&](auto item) { ++first[bucket_of(item) + 1]; });
   for (size_t b = 0; b < blocks; ++b) first[b + 1] += first[b];
   std::array<uint32_t, BlockMaxima::kMaxBlocks> next;
   std::copy(first, first + blocks, next.begin());
-  items([&](auto item) { order[next[block_of(item)]++] = entry(item); });
+  items([&](auto item) { order[next[bucket_of(item)]++] = entry(item); });
 }
 
 }  // namespace
 
 PenalisedBlocks::PenalisedBlocks(RowStep& row, size_t block)
-    : row_(row), block_(block), shift_(std::has_single_bit(block) ? std::countr_zero(block) : -1) {
+    : row_(row), block_of_{block, std::has_single_bit(block) ? std::countr_zero(block) : -1} {
   if (row.has_kept_counts) bucket_kept_counts();
 }
 
 void PenalisedBlocks::bucket_tokens() {
   const History history = row_.history();
   const std::span<const TokenId> prompt = row_.request.prompt_token_ids;
-  const size_t blocks = block_of(static_cast<size_t>(row_.vocab_size()) + block_ - 1);
+  const BlockOf block_of = block_of_;
+  const size_t blocks = block_of(static_cast<size_t>(row_.vocab_size()) + block_of.block - 1);
   // Ids with kCounted set for the history's; reserve_lists made room for prompt and history.
   auto tokens = [&](auto fn) {
     for (TokenId id : prompt) fn(static_cast<uint32_t>(id));
     for (TokenId id : history.output) fn(static_cast<uint32_t>(id) | kCounted);
     for (TokenId id : history.drafts) fn(static_cast<uint32_t>(id) | kCounted);
   };
-  // Locals: the buckets' stores would otherwise reload the members at every token.
-  const size_t block = block_;
-  const int shift = shift_;
-  const auto id_block = [block, shift](uint32_t t) -> size_t {
-    const uint32_t id = t & ~kCounted;
-    return shift >= 0 ? id >> shift : id / block;
-  };
+  const auto token_block = [block_of](uint32_t t) { return block_of(t & ~kCounted); };
   bucket_by_block(
-      tokens, blocks, id_block,
+      tokens, blocks, token_block,
       [&](uint32_t t) {
-        return static_cast<uint32_t>((t & ~kCounted) - id_block(t) * block) | (t & kCounted);
+        const uint32_t id = t & ~kCounted;
+        return static_cast<uint32_t>(id - block_of(id) * block_of.block) | (t & kCounted);
       },
       first_.data(), row_.scratch.counts_by_block.data());
   order_ = row_.scratch.counts_by_block.data();
@@ -95,22 +91,17 @@ void PenalisedBlocks::bucket_tokens() {
 
 void PenalisedBlocks::bucket_kept_counts() {
   counts_ = row_.kept_output_counts;
-  const size_t blocks = block_of(static_cast<size_t>(row_.vocab_size()) + block_ - 1);
-  auto indices = [&](auto fn) {
-    for (uint32_t i = 0; i < counts_.size(); ++i) fn(i);
-  };
   const std::span<const TokenCount> counts = counts_;
-  const size_t block = block_;
-  const int shift = shift_;
+  const BlockOf block_of = block_of_;
+  const size_t blocks = block_of(static_cast<size_t>(row_.vocab_size()) + block_of.block - 1);
+  auto indices = [&](auto fn) {
+    for (uint32_t i = 0; i < counts.size(); ++i) fn(i);
+  };
   bucket_by_block(
       indices, blocks,
-      [counts, block, shift](uint32_t i) {
-        const auto id = static_cast<size_t>(counts[i].token_id);
-        return shift >= 0 ? id >> shift : id / block;
-      },
+      [counts, block_of](uint32_t i) { return block_of(static_cast<size_t>(counts[i].token_id)); },
       [](uint32_t i) { return i; }, first_.data(), row_.scratch.counts_by_block.data());
   order_ = row_.scratch.counts_by_block.data();
-  bucketed_ = true;
 }
 
 void PenalisedBlocks::read(int64_t start, int64_t count, float* out) {
@@ -136,8 +127,8 @@ void PenalisedBlocks::penalise_tokens(int64_t start, int64_t count, float* out) 
     if (counts[i]++ == 0) counted_ids[distinct++] = static_cast<uint16_t>(i);
   };
   if (bucketed_) {
-    const size_t b = block_of(static_cast<size_t>(start));
-    const auto offset = static_cast<uint32_t>(static_cast<size_t>(start) - b * block_);
+    const size_t b = block_of_(static_cast<size_t>(start));
+    const auto offset = static_cast<uint32_t>(static_cast<size_t>(start) - b * block_of_.block);
     for (uint32_t k = first_[b]; k < first_[b + 1]; ++k) {
       const uint32_t t = order_[k], at = (t & ~kCounted) - offset;  // a part of a block: offset
       if (at >= static_cast<uint32_t>(count)) continue;
@@ -183,7 +174,7 @@ void PenalisedBlocks::penalise_kept(int64_t start, int64_t count, float* out) co
   }
   if (p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f) return;
   Batched counted(row_.backend, out, 1.0f, p.frequency_penalty, p.presence_penalty);
-  const size_t b = block_of(static_cast<size_t>(start));
+  const size_t b = block_of_(static_cast<size_t>(start));
   for (uint32_t k = first_[b]; k < first_[b + 1]; ++k) {
     const TokenCount& c = counts_[static_cast<size_t>(order_[k])];
     if (c.token_id >= start && c.token_id < end)

@@ -37,17 +37,21 @@ class PenalisedBlocks {
  private:
   void bucket_tokens();
   void bucket_kept_counts();
-  // Blocks are a power of two in practice (2048): a shift, where a division by the run-time
-  // block took about 4 of a greedy 152k row's 107 us (perf: 3.7% of its samples).
-  size_t block_of(size_t id) const { return shift_ >= 0 ? id >> shift_ : id / block_; }
+  // A token's block. Blocks are a power of two in practice (2048): a shift, where a division by
+  // the run-time block took about 4 of a greedy 152k row's 107 us (perf: 3.7% of its samples).
+  // A value: the buckets copy it into a local, which their stores do not make the loop reload.
+  struct BlockOf {
+    size_t block;
+    int shift;  // log2(block), or -1
+    size_t operator()(size_t id) const { return shift >= 0 ? id >> shift : id / block; }
+  };
   void penalise_tokens(int64_t start, int64_t count, float* out) const;
   void penalise_kept(int64_t start, int64_t count, float* out) const;
 
   RowStep& row_;
-  size_t block_;
-  int shift_;  // log2(block_), or -1
+  BlockOf block_of_;
   int reads_ = 0;
-  bool bucketed_ = false;
+  bool bucketed_ = false;  // stateless rows: their tokens bucketed (else scanned)
   // Bucket b: order_[k] for k in [first_[b], first_[b + 1]). Stateless rows: a token's id within
   // its block, kCounted set for the history's (RequestBatch rows: an index into counts_).
   std::array<uint32_t, BlockMaxima::kMaxBlocks + 1> first_;
