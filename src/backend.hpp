@@ -40,16 +40,27 @@ inline constexpr size_t kDenseWeights = SIZE_MAX - 1;
 // a hot path sorts, and for a bitmap of the row (n / 64 words).
 inline size_t sort_keys_size(size_t n) { return std::max<size_t>(n / 8, 64); }
 
+// Entries of SortScratch::histogram: 64 buckets per octave of [0, 1] (a probability's float
+// bits >> 17, from 0 to those of 1.0), the cpu backend's mask_band.
+inline constexpr size_t kHistogramSize = (0x3f800000u >> 17) + 1;
+
+// Words of storage under SortScratch's keys and histogram, which share it: mask_band reads its
+// histogram before it writes a key, and holds nothing else there.
+inline size_t key_storage_size(size_t n) { return std::max(sort_keys_size(n), kHistogramSize); }
+
 struct SortScratch {
   std::span<int32_t> ids;
   std::span<float> values;
   std::span<uint64_t> keys;
-  std::span<double> histogram;  // kHistogramSize entries (the cpu backend's top-p masses)
-};
+  // kHistogramSize masses as doubles' bits (the cpu backend's top-p masses), in the keys' storage.
+  std::span<uint64_t> histogram;
 
-// Entries of SortScratch::histogram: 64 buckets per octave of [0, 1] (a probability's float
-// bits >> 17, from 0 to those of 1.0), the cpu backend's mask_band.
-inline constexpr size_t kHistogramSize = (0x3f800000u >> 17) + 1;
+  // Over one key_storage_size(n) storage: the keys in its first sort_keys_size(n) words.
+  static SortScratch over(std::span<int32_t> ids, std::span<float> values,
+                          std::span<uint64_t> key_storage, size_t n) {
+    return {ids, values, key_storage.first(sort_keys_size(n)), key_storage.first(kHistogramSize)};
+  }
+};
 
 // What a random row samples with after temperature (spec §8, §9), for Backend::draw_from_input.
 struct DrawParams {

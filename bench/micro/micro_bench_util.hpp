@@ -18,19 +18,21 @@ inline std::vector<float> llm_row(int64_t vocab) {
   return row;
 }
 
-// SortScratch for rows of up to `vocab` entries, as a worker's (backend.hpp: one row each of ids
-// and floats plus kSortSlack, and sort_keys_size keys).
+// SortScratch for rows of `vocab` entries, as a worker's (backend.hpp: one row each of ids and
+// floats plus kSortSlack, and key_storage_size words for the keys and the histogram).
 struct Scratch {
   std::vector<int32_t> ids;
   std::vector<float> values;
   std::vector<uint64_t> keys;
-  std::vector<double> histogram;
+  int64_t vocab;
   explicit Scratch(int64_t vocab)
       : ids(static_cast<size_t>(vocab) + detail::kSortSlack),
         values(static_cast<size_t>(vocab) + detail::kSortSlack),
-        keys(detail::sort_keys_size(static_cast<size_t>(vocab))),
-        histogram(detail::kHistogramSize) {}
-  detail::SortScratch view() { return {ids, values, keys, histogram}; }
+        keys(detail::key_storage_size(static_cast<size_t>(vocab))),
+        vocab(vocab) {}
+  detail::SortScratch view() {
+    return detail::SortScratch::over(ids, values, keys, static_cast<size_t>(vocab));
+  }
 };
 
 }  // namespace lastmile::micro

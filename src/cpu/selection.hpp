@@ -231,17 +231,22 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
   auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kShift; };
   const uint32_t first_key = key(lo);
   const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;  // <= kHistogramSize
-  double* const mass = scratch.histogram.data();
-  std::fill(mass, mass + buckets, 0.0);
-  for (size_t i = 0; i < count; ++i) mass[key(q_at(i)) - first_key] += q_at(i);
+  // Doubles' bits in the keys' storage (SortScratch), done with before the first key is written.
+  uint64_t* const mass_bits = scratch.histogram.data();
+  auto mass = [mass_bits](size_t bucket) { return std::bit_cast<double>(mass_bits[bucket]); };
+  std::fill(mass_bits, mass_bits + buckets, std::bit_cast<uint64_t>(0.0));
+  for (size_t i = 0; i < count; ++i) {
+    const size_t bucket = key(q_at(i)) - first_key;
+    mass_bits[bucket] = std::bit_cast<uint64_t>(mass(bucket) + q_at(i));
+  }
   double cumulative = below;
   size_t crossing = 0;
   for (; crossing + 1 < buckets; ++crossing) {
-    if (static_cast<float>(cumulative + mass[crossing]) > cut) break;
-    cumulative += mass[crossing];
+    if (static_cast<float>(cumulative + mass(crossing)) > cut) break;
+    cumulative += mass(crossing);
   }
   // The crossing bucket's entries by ascending_key with the list index for the id: the list is in
-  // id order, so the order is the oracle's.
+  // id order, so the order is the oracle's. From here the histogram's words may hold keys.
   uint64_t* keys = scratch.keys.data();
   size_t walked = 0;
   for (size_t i = 0; i < count; ++i) {

@@ -9,8 +9,7 @@ void RowScratch::reserve(int64_t vocab_size) {
   // Compressing kernels store whole SIMD vectors past their count (cpu::kCompressSlack).
   if (sort_values.size() < n + kSortSlack) sort_values.resize(n + kSortSlack);
   if (sort_ids.size() < n + kSortSlack) sort_ids.resize(n + kSortSlack);
-  if (sort_keys.size() < sort_keys_size(n)) sort_keys.resize(sort_keys_size(n));
-  if (histogram.size() < kHistogramSize) histogram.resize(kHistogramSize);
+  if (sort_keys.size() < key_storage_size(n)) sort_keys.resize(key_storage_size(n));
   if (seen.size() < seen_words(vocab_size)) seen.assign(seen_words(vocab_size), 0);
 }
 

@@ -30,13 +30,14 @@ struct RowFailure {
 };
 
 // Scratch owned by one worker thread, grown, never shrunk: the working row, ids and values to list
-// one, keys for an eighth of one (sort_keys_size), and the history's lists.
+// one, keys for an eighth of one (sort_keys_size) sharing their storage with top-p's histogram,
+// and the history's lists.
 struct RowScratch {
   std::vector<float> logits;  // the working row, edited in place by steps 2-7
   std::vector<float> sort_values;
   std::vector<int32_t> sort_ids;
-  std::vector<uint64_t> sort_keys;
-  std::vector<float> saved;  // allowed ids' values while the row is masked
+  std::vector<uint64_t> sort_keys;  // key_storage_size(logits.size()) words
+  std::vector<float> saved;         // allowed ids' values while the row is masked
   std::vector<TokenCount> token_counts;
   TokenIndex history_index;    // history token id -> its entry in token_counts
   std::vector<uint64_t> seen;  // penalties' token bitmap; all zero between rows
@@ -44,8 +45,7 @@ struct RowScratch {
   RawRowSummary raw_summary;
 
   void reserve(int64_t vocab_size);
-  std::vector<double> histogram;
-  SortScratch sort() { return {sort_ids, sort_values, sort_keys, histogram}; }
+  SortScratch sort() { return SortScratch::over(sort_ids, sort_values, sort_keys, logits.size()); }
   // Step 7d's survivor list for step 7e (Backend::apply_top_k_top_p); set by 7d for every row.
   size_t listed_survivors = kNotListed;
   // Room for the longest history and whitelist of a batch, and for `counts_size` entries bucketed

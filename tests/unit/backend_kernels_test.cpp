@@ -60,9 +60,8 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
   SortScratch scratch() {
     ids_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0);
     values_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0.0f);
-    keys_.assign(lastmile::detail::sort_keys_size(static_cast<size_t>(n())), 0);  // a worker's
-    histogram_.assign(lastmile::detail::kHistogramSize, 0.0);
-    return {ids_, values_, keys_, histogram_};
+    keys_.assign(lastmile::detail::key_storage_size(static_cast<size_t>(n())), 0);  // a worker's
+    return SortScratch::over(ids_, values_, keys_, static_cast<size_t>(n()));
   }
   // For u over (0, 1): the draw given apply_top_k_top_p's `listed` (with its scratch s) is the
   // draw over the whole row.
@@ -79,7 +78,6 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
   }
 
  private:
-  std::vector<double> histogram_;
   std::vector<int32_t> ids_;
   std::vector<float> values_;
   std::vector<uint64_t> keys_;

@@ -44,13 +44,11 @@ struct Scratch {
   std::vector<int32_t> ids;
   std::vector<float> values;
   std::vector<uint64_t> keys;
-  std::vector<double> histogram;
   SortScratch get(size_t n) {
     ids.assign(n + lastmile::detail::kSortSlack, 0);
     values.assign(n + lastmile::detail::kSortSlack, 0.0f);
-    keys.assign(lastmile::detail::sort_keys_size(n), 0);  // as a worker's
-    histogram.assign(lastmile::detail::kHistogramSize, 0.0);
-    return {ids, values, keys, histogram};
+    keys.assign(lastmile::detail::key_storage_size(n), 0);  // as a worker's
+    return SortScratch::over(ids, values, keys, n);
   }
 };
 
