@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -45,7 +46,8 @@ inline size_t sort_keys_size(size_t n) { return std::max<size_t>(n / 8, 64); }
 inline constexpr size_t kHistogramSize = (0x3f800000u >> 17) + 1;
 
 // Words of storage under SortScratch's keys and histogram, which share it: mask_band reads its
-// histogram before it writes a key, and holds nothing else there.
+// histogram before it writes a key. Whatever else a kernel keeps in the keys (draw_top_p's band
+// bitmap) is dead before mask_band runs.
 inline size_t key_storage_size(size_t n) { return std::max(sort_keys_size(n), kHistogramSize); }
 
 struct SortScratch {
@@ -58,6 +60,8 @@ struct SortScratch {
   // Over one key_storage_size(n) storage: the keys in its first sort_keys_size(n) words.
   static SortScratch over(std::span<int32_t> ids, std::span<float> values,
                           std::span<uint64_t> key_storage, size_t n) {
+    if (key_storage.size() < key_storage_size(n))  // a scratch never reserved for n
+      throw std::logic_error("SortScratch: key storage smaller than key_storage_size(n)");
     return {ids, values, key_storage.first(sort_keys_size(n)), key_storage.first(kHistogramSize)};
   }
 };

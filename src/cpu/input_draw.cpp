@@ -546,6 +546,7 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   const auto inv_sum = static_cast<float>(1.0 / row.total);
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();  // the band's quotients, then their q
+  // Read once, by list_marked: mask_band's histogram and keys then write over it.
   const auto* bitmap = reinterpret_cast<const uint8_t*>(scratch.keys.data());
   double below = 0;
   for (size_t b = 0; b < row.blocks; ++b) below += below_sums[b];

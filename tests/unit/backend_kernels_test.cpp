@@ -60,7 +60,8 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
   SortScratch scratch() {
     ids_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0);
     values_.assign(static_cast<size_t>(n()) + lastmile::detail::kSortSlack, 0.0f);
-    keys_.assign(lastmile::detail::key_storage_size(static_cast<size_t>(n())), 0);  // a worker's
+    // A worker's, holding what earlier rows left (NaN's bits as doubles): no kernel may rely on it.
+    keys_.assign(lastmile::detail::key_storage_size(static_cast<size_t>(n())), ~uint64_t{0});
     return SortScratch::over(ids_, values_, keys_, static_cast<size_t>(n()));
   }
   // For u over (0, 1): the draw given apply_top_k_top_p's `listed` (with its scratch s) is the

@@ -47,7 +47,9 @@ struct Scratch {
   SortScratch get(size_t n) {
     ids.assign(n + lastmile::detail::kSortSlack, 0);
     values.assign(n + lastmile::detail::kSortSlack, 0.0f);
-    keys.assign(lastmile::detail::key_storage_size(n), 0);  // as a worker's
+    // As a worker's, holding what earlier rows left (NaN's bits as doubles): no kernel may rely
+    // on it.
+    keys.assign(lastmile::detail::key_storage_size(n), ~uint64_t{0});
     return SortScratch::over(ids, values, keys, n);
   }
 };
