@@ -41,9 +41,11 @@ inline constexpr size_t kDenseWeights = SIZE_MAX - 1;
 // a hot path sorts, and for a bitmap of the row (n / 64 words).
 inline size_t sort_keys_size(size_t n) { return std::max<size_t>(n / 8, 64); }
 
-// Entries of SortScratch::histogram: 64 buckets per octave of [0, 1] (a probability's float
-// bits >> 17, from 0 to those of 1.0), the cpu backend's mask_band.
-inline constexpr size_t kHistogramSize = (0x3f800000u >> 17) + 1;
+// Entries of SortScratch::histogram: 32 buckets per octave of [0, 1] (a probability's float
+// bits >> kHistogramShift, from 0 to those of 1.0), the cpu backend's mask_band. 32 KB: 64
+// buckets an octave took half a float32 row of 32000 tokens, for crossing buckets half as long.
+inline constexpr int kHistogramShift = 18;
+inline constexpr size_t kHistogramSize = (0x3f800000u >> kHistogramShift) + 1;
 
 // Words of storage under SortScratch's keys and histogram, which share it: mask_band reads its
 // histogram before it writes a key. Whatever else a kernel keeps in the keys (draw_top_p's band

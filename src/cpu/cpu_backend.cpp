@@ -269,7 +269,7 @@ class CpuBackend final : public Backend {
   // rounding of the cut may differ from the oracle (as vLLM's own kernels). The ascending
   // cumulative sum crosses 1 - p inside a band [lo, hi) of probabilities guessed from samples
   // (BandGuess) and checked with one pass that sums every q < lo and lists the band; the band
-  // (a few thousand tokens, not the row) is histogrammed by the float bits of q, 64 buckets an
+  // (a few thousand tokens, not the row) is histogrammed by the float bits of q, 32 buckets an
   // octave; buckets below the crossing one are masked, buckets above kept, and only the crossing
   // bucket's tokens are sorted and walked with the oracle's rule. When the band reaches the top
   // and is short (at most n / 8), it lists every survivor: returned for the draw (as

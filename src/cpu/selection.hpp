@@ -218,7 +218,7 @@ class BandGuess {
 
 // Spec §9.3 decided on a band: ids[0, count) in id order with probabilities q_at(i) and logits
 // value_at(i), every probability below the band (those < lo) adding up to `below` and masked by
-// the caller. The band is histogrammed by the float bits of q (64 buckets an octave, from lo up
+// the caller. The band is histogrammed by the float bits of q (32 buckets an octave, from lo up
 // to min(hi, 1)); buckets whose whole mass keeps the ascending cumulative sum <= cut (1 - p) are
 // masked, buckets above the crossing one kept, and the crossing bucket's entries are walked in
 // the oracle's order (ascending value, larger id first) with the oracle's rule, sorted in
@@ -227,8 +227,8 @@ class BandGuess {
 template <class QAt, class ValueAt, class Mask>
 void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, double below, float lo,
                float hi, float cut, TokenId top, SortScratch scratch, Mask mask) {
-  constexpr int kShift = 17;  // probabilities are in [0, 1]: keys below 0x3f800001 >> 17
-  auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kShift; };
+  // Probabilities are in [0, 1]: keys up to those of 1.0, kHistogramSize of them.
+  auto key = [](float v) { return std::bit_cast<uint32_t>(v) >> kHistogramShift; };
   const uint32_t first_key = key(lo);
   const size_t buckets = key(std::min(hi, 1.0f)) - first_key + 1;  // <= kHistogramSize
   // Doubles' bits in the keys' storage (SortScratch), done with before the first key is written.

@@ -20,10 +20,10 @@ size_t vocab_bytes(const RowScratch& s) {
 }
 
 // The working row, ids and values for selection, keys for an eighth of a row (lists longer than
-// that are sorted by chunks) whose storage also holds top-p's histogram (64 KB: more than the
-// keys below 65032 tokens), and the penalties' bitmap of the row, plus the SIMD slack.
+// that are sorted by chunks) whose storage also holds top-p's histogram (32 KB: more than the
+// keys below 32520 tokens), and the penalties' bitmap of the row, plus the SIMD slack.
 TEST(RowScratch, HoldsThreeRowsKeysOrTheHistogramAndABitmap) {
-  for (const int64_t vocab : {1000, 32000, 65024, 65032, 128256, 151936, 256000}) {
+  for (const int64_t vocab : {1000, 32000, 32512, 32520, 128256, 151936, 256000}) {
     RowScratch s;
     s.reserve(vocab);
     const auto n = static_cast<size_t>(vocab);
