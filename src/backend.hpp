@@ -27,15 +27,13 @@ struct TokenCount {
   bool in_prompt = false;
 };
 
-// Scratch for selection and sorting: room for one row each of ids and floats, and for
-// sort_keys_size(n) 64-bit keys (lists longer than that are sorted by chunks, capped_keys.hpp).
-// Entries past n that ids and values must also hold: SIMD kernels store whole vectors there, and
-// a row split in chunks lists each chunk a vector's worth apart.
+// Scratch for selection and sorting: ids and floats for lists of up to a backend's list_room(n)
+// entries, and sort_keys_size(n) 64-bit keys (lists longer than that are sorted by chunks,
+// capped_keys.hpp). Entries past the room that ids and values must also hold: SIMD kernels store
+// whole vectors there, and a row split in chunks lists each chunk a vector's worth apart.
 inline constexpr size_t kSortSlack = 1024;
 // apply_top_k_top_p listed no survivors (see there).
 inline constexpr size_t kNotListed = SIZE_MAX;
-// apply_top_k_top_p left, in scratch.values[0, n), exp(x - max) of every entry (see there).
-inline constexpr size_t kDenseWeights = SIZE_MAX - 1;
 
 // An eighth of a row of n (a quarter of a float row's bytes), at least 64: room for every list
 // a hot path sorts, and for a bitmap of the row (n / 64 words).
@@ -53,18 +51,24 @@ inline constexpr size_t kHistogramSize = (0x3f800000u >> kHistogramShift) + 1;
 inline size_t key_storage_size(size_t n) { return std::max(sort_keys_size(n), kHistogramSize); }
 
 struct SortScratch {
-  std::span<int32_t> ids;
+  std::span<int32_t> ids;  // list_room() entries, then kSortSlack
   std::span<float> values;
   std::span<uint64_t> keys;
   // kHistogramSize masses as doubles' bits (the cpu backend's top-p masses), in the keys' storage.
   std::span<uint64_t> histogram;
 
-  // Over one key_storage_size(n) storage: the keys in its first sort_keys_size(n) words.
+  // The longest list ids / values hold (Backend::list_room of the row's length).
+  size_t list_room() const { return ids.size() - kSortSlack; }
+
+  // Lists of up to `room` entries of a row of n, over ids and values of room + kSortSlack entries
+  // at least, and one key_storage_size(n) storage: the keys in its first sort_keys_size(n) words.
   static SortScratch over(std::span<int32_t> ids, std::span<float> values,
-                          std::span<uint64_t> key_storage, size_t n) {
-    if (key_storage.size() < key_storage_size(n))  // a scratch never reserved for n
-      throw std::logic_error("SortScratch: key storage smaller than key_storage_size(n)");
-    return {ids, values, key_storage.first(sort_keys_size(n)), key_storage.first(kHistogramSize)};
+                          std::span<uint64_t> key_storage, size_t n, size_t room) {
+    if (ids.size() < room + kSortSlack || values.size() < room + kSortSlack ||
+        key_storage.size() < key_storage_size(n))  // a scratch never reserved for n
+      throw std::logic_error("SortScratch: storage smaller than the room for a row of n");
+    return {ids.first(room + kSortSlack), values.first(room + kSortSlack),
+            key_storage.first(sort_keys_size(n)), key_storage.first(kHistogramSize)};
   }
 };
 
@@ -177,6 +181,11 @@ class Backend {
   virtual bool summarise_row(const void* src, DType dtype, int64_t n, RawRowSummary* summary,
                              const ParallelFor& parallel) const = 0;
 
+  // Entries a list in SortScratch's ids and values may hold for a row of n (a worker reserves
+  // that much): every kernel that lists keeps within it, deciding longer lists on the row itself
+  // or, on an input path, declining. Depends on n alone, so results never depend on a worker.
+  virtual size_t list_room(int64_t n) const = 0;
+
   // Lowest index of the largest value (PyTorch's argmax contract on NaN-free rows).
   virtual TokenId row_argmax(const float* x, int64_t n) const = 0;
   // row_argmax of a caller's unchecked float32 row, in one read: *first_bad gets the first
@@ -204,15 +213,14 @@ class Backend {
   // <= 1 - top_p, never the largest. Ties are ordered by ascending token id ranking as larger.
   // Returns m when scratch.ids[0, m) lists, in id order, every token that may still be finite
   // (a superset of the kept ones: a top-p band's list may hold some that top-p masked since);
-  // kDenseWeights when instead scratch.values[0, n) holds exp(x - max) (the draw's weights) for
-  // every entry not masked; else kNotListed.
+  // else kNotListed.
   virtual size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p,
                                    float top_p, SortScratch scratch) const = 0;
 
   // A draw from softmax(x) by inverse CDF over a uniform u in (0, 1) (DESIGN "Randomness").
   // An all -inf row returns 0, as vLLM's NaN probabilities do. `listed`: what
   // apply_top_k_top_p returned, when nothing edited x or scratch since (the draw then walks the
-  // list, or the weights, instead of the row); kNotListed otherwise. Same token either way.
+  // list instead of the row); kNotListed otherwise. Same token either way.
   virtual TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
                        size_t listed = kNotListed) const = 0;
 

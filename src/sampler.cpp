@@ -134,7 +134,8 @@ void SamplerImpl::reserve_scratch(const Batch& batch, std::span<const KeptRowSta
   for (const KeptRowState& state : kept)  // the capacity: counts that grow allocate nothing
     counts = std::max({counts, state.output_counts.size(), state.counts_capacity});
   for (RowScratch& s : scratch_) {
-    if (!scratch_ready_) s.reserve(config_.vocab_size);  // the first real call sizes the rows
+    if (!scratch_ready_)  // the first real call sizes the rows
+      s.reserve(config_.vocab_size, backend_.list_room(config_.vocab_size));
     s.reserve_lists(history, allowed, std::max(history, counts));
   }
   scratch_ready_ = true;

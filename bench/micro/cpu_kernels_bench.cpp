@@ -135,7 +135,7 @@ void BM_CpuProbabilityBand(benchmark::State& state) {
 // benchmark: range(1) picks temperature 0.8, top-k 50 + top-p 0.9 + T 0.7, top-p 0.95, min-p 0.05.
 void BM_CpuDrawFromInput(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
-  Scratch scratch(state.range(0));
+  Scratch scratch(state.range(0), lastmile::detail::cpu_backend());
   lastmile::detail::DrawParams params;
   params.top_k = state.range(0);
   switch (state.range(1)) {

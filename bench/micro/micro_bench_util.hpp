@@ -18,20 +18,23 @@ inline std::vector<float> llm_row(int64_t vocab) {
   return row;
 }
 
-// SortScratch for rows of `vocab` entries, as a worker's (backend.hpp: one row each of ids and
-// floats plus kSortSlack, and key_storage_size words for the keys and the histogram).
+// SortScratch for rows of `vocab` entries, as a worker's of `backend` (backend.hpp: ids and
+// floats for its list_room plus kSortSlack, and key_storage_size words for the keys and the
+// histogram).
 struct Scratch {
   std::vector<int32_t> ids;
   std::vector<float> values;
   std::vector<uint64_t> keys;
   int64_t vocab;
-  explicit Scratch(int64_t vocab)
-      : ids(static_cast<size_t>(vocab) + detail::kSortSlack),
-        values(static_cast<size_t>(vocab) + detail::kSortSlack),
+  size_t room;
+  Scratch(int64_t vocab, const detail::Backend& backend)
+      : ids(backend.list_room(vocab) + detail::kSortSlack),
+        values(backend.list_room(vocab) + detail::kSortSlack),
         keys(detail::key_storage_size(static_cast<size_t>(vocab))),
-        vocab(vocab) {}
+        vocab(vocab),
+        room(backend.list_room(vocab)) {}
   detail::SortScratch view() {
-    return detail::SortScratch::over(ids, values, keys, static_cast<size_t>(vocab));
+    return detail::SortScratch::over(ids, values, keys, static_cast<size_t>(vocab), room);
   }
 };
 

@@ -35,7 +35,7 @@ void BM_ReferenceLogSoftmax(benchmark::State& state) {
 void BM_ReferenceTopKTopP(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
   std::vector<float> work(row.size());
-  Scratch scratch(state.range(0));
+  Scratch scratch(state.range(0), oracle());
   for (auto _ : state) {
     work = row;
     oracle().apply_top_k_top_p(work.data(), state.range(0), 50, true, 0.9f, scratch.view());
@@ -46,7 +46,7 @@ void BM_ReferenceTopKTopP(benchmark::State& state) {
 
 void BM_ReferenceDraw(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
-  Scratch scratch(state.range(0));
+  Scratch scratch(state.range(0), oracle());
   for (auto _ : state)
     benchmark::DoNotOptimize(oracle().draw(row.data(), state.range(0), 0.5, scratch.view()));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0) * 4);

@@ -25,25 +25,38 @@ using namespace cpu_selection;
 // The k-th largest of a float32 row: by its groups' maxima when k is small for the row, else
 // cpu_selection::kth_largest over the row itself (also for a row holding +inf, which the maxima
 // pass declines). Neither lists -inf entries: with fewer than k entries above -inf, the k-th
-// is -inf and those are the candidates.
-float kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
-                         size_t* candidates) {
+// is -inf and those are the candidates. nullopt when the candidates would pass the lists' room
+// (k over about a quarter of the row, or ties): the caller decides on the row instead.
+std::optional<float> kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
+                                        size_t* candidates) {
   if (const std::optional<float> kth = kth_largest_by_groups(x, DType::f32, static_cast<size_t>(n),
                                                              1.0f, k, scratch, candidates, {}))
     return *kth;
-  return *kth_largest(  // a compress never gives up
+  const size_t room = scratch.list_room();
+  return kth_largest(
       n, k, scratch, candidates,
       [x](int64_t i) { return std::isnan(x[i]) ? kNegInf : x[i]; },  // an order for the samples
       [&](float threshold) {
-        return cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false,
-                                      scratch.ids.data(), scratch.values.data());
+        const size_t count =
+            cpu::compress_at_least(x, static_cast<size_t>(n), threshold, false, scratch.ids.data(),
+                                   scratch.values.data(), room);
+        return count > room ? kNotListed : count;
       });
+}
+
+// exp(v - max) as the vector passes weigh an entry (not std::exp).
+float vector_weight(float v, float max) {
+  float in[cpu::kCompressSlack] = {v}, weight[cpu::kCompressSlack];
+  double unused;
+  cpu::exp_with_block_sums(in, weight, 1, max, cpu::kCompressSlack, &unused);
+  return weight[0];
 }
 
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
   std::string_view description() const override { return cpu::dispatch_target_name(); }
+  size_t list_room(int64_t n) const override { return cpu_selection::list_room(n); }
 
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
     return convert_row_divided(src, dtype, dst, n, 1.0f);
@@ -135,16 +148,23 @@ class CpuBackend final : public Backend {
   size_t apply_top_k_top_p(float* x, int64_t n, int64_t top_k, bool apply_top_p, float top_p,
                            SortScratch scratch) const override {
     if (top_k >= n) return top_p_without_sort(x, n, top_p, scratch);
+    const auto size = static_cast<size_t>(n);
     size_t candidates = 0;
-    const float kth = kth_largest_of_row(x, n, top_k, scratch, &candidates);
-    const size_t kept = keep_at_least(scratch, candidates, kth);
-    cpu::mask_below(x, static_cast<size_t>(n), kth);  // ties at the k-th value kept, spec §9.2
-    return apply_top_p ? top_p_keep(kept, top_p, scratch, x) : kept;
+    if (const std::optional<float> kth = kth_largest_of_row(x, n, top_k, scratch, &candidates)) {
+      const size_t kept = keep_at_least(scratch, candidates, *kth);
+      cpu::mask_below(x, size, *kth);  // ties at the k-th value kept, spec §9.2
+      return apply_top_p ? top_p_keep(kept, top_p, scratch, x) : kept;
+    }
+    // More candidates than the lists hold: the same decisions on the row.
+    cpu::mask_below(x, size, kth_largest_in_row(size, static_cast<size_t>(top_k), [x](size_t i) {
+                      return x[i];
+                    }));
+    if (apply_top_p) top_p_over_row(x, size, top_p, scratch);
+    return kNotListed;
   }
 
   TokenId draw(const float* x, int64_t n, double u, SortScratch scratch,
                size_t listed) const override {
-    if (listed == kDenseWeights) return draw_dense(x, n, u, scratch, /*weights_ready=*/true);
     if (listed != kNotListed) return draw_listed(x, u, scratch, listed);
     // Dense rows (over 1/8 alive) stop the compress early and draw by blocks.
     const size_t dense = static_cast<size_t>(n) / 8;
@@ -208,10 +228,14 @@ class CpuBackend final : public Backend {
   void top_n(const float* x, int64_t n, int64_t k, TokenId* ids, float* values,
              SortScratch scratch) const override {
     if (k <= 0) return;
+    auto identity = [](float v) { return v; };
     size_t candidates = 0;
-    const float kth = kth_largest_of_row(x, n, k, scratch, &candidates);
-    const size_t shown = largest_listed(
-        scratch, candidates, [](float v) { return v; }, kth, k, ids);
+    const std::optional<float> kth = kth_largest_of_row(x, n, k, scratch, &candidates);
+    if (!kth)  // more candidates than the lists hold
+      return top_n_over_row(
+          static_cast<size_t>(n), [x](size_t i) { return x[i]; }, identity, k, ids, values,
+          scratch);
+    const size_t shown = largest_listed(scratch, candidates, identity, *kth, k, ids);
     finish_top_n(
         shown, n, k, [x](TokenId i) { return x[i]; }, ids, values);
   }
@@ -228,32 +252,24 @@ class CpuBackend final : public Backend {
   // The inverse CDF over every token, by blocks: one Exp pass sums each block (nothing stored:
   // the row stays the only one in cache); the walk skips whole blocks, then recomputes the block
   // holding u * total and steps through it token by token (on into the next block if rounding
-  // left the target past its end). With weights_ready, scratch.values already holds exp(x - max)
-  // where x is not masked (top-p left it): masked sums of it replace the Exp pass, the same bits.
-  static TokenId draw_dense(const float* x, int64_t n, double u, SortScratch scratch,
-                            bool weights_ready = false) {
+  // left the target past its end).
+  static TokenId draw_dense(const float* x, int64_t n, double u, SortScratch scratch) {
     const auto size = static_cast<size_t>(n);
-    const float max = weights_ready ? 0.0f : cpu::row_max(x, size);  // unused when ready
+    const float max = cpu::row_max(x, size);
     double sums[kMaxBlocks];
     const size_t block = block_size(n);
-    const float* ready = scratch.values.data();
-    const double target = u * (weights_ready ? cpu::unmasked_block_sums(x, ready, size, block, sums)
-                                             : cpu::exp_block_sums(x, size, max, block, sums));
+    const double target = u * cpu::exp_block_sums(x, size, max, block, sums);
     double cumulative = 0;
     size_t start = block_holding(sums, size, block, target, &cumulative);
     float computed[2048];  // block_size: 2048 up to 2^20 entries; larger rows use scratch
-    float* w = block <= 2048 && !weights_ready ? computed : scratch.values.data();
+    float* w = block <= 2048 ? computed : scratch.values.data();  // a block fits the room
     TokenId last_kept = 0;
     for (; start < size; start += block) {
       const size_t end = std::min(size, start + block);
-      const float* weights = ready + start;
-      if (!weights_ready) {
-        double unused;
-        cpu::exp_with_block_sums(x + start, w, end - start, max, block, &unused);
-        weights = w;
-      }
+      double unused;
+      cpu::exp_with_block_sums(x + start, w, end - start, max, block, &unused);
       for (size_t i = start; i < end; ++i) {
-        const float weight = x[i] == kNegInf ? 0.0f : weights[i - start];
+        const float weight = x[i] == kNegInf ? 0.0f : w[i - start];
         if (weight == 0.0f) continue;
         cumulative += weight;
         last_kept = static_cast<TokenId>(i);
@@ -271,9 +287,13 @@ class CpuBackend final : public Backend {
   // (BandGuess) and checked with one pass that sums every q < lo and lists the band; the band
   // (a few thousand tokens, not the row) is histogrammed by the float bits of q, 32 buckets an
   // octave; buckets below the crossing one are masked, buckets above kept, and only the crossing
-  // bucket's tokens are sorted and walked with the oracle's rule. When the band reaches the top
+  // bucket's tokens are sorted and walked with the oracle's rule. No weights are kept (a row of
+  // them would double the scratch): the band's pass weighs the row again, by pieces on the stack,
+  // and q < lo is a logit threshold, the vector exp being monotone. When the band reaches the top
   // and is short (at most n / 8), it lists every survivor: returned for the draw (as
-  // apply_top_k_top_p's list), which then skips its own pass over the row.
+  // apply_top_k_top_p's list), which then skips its own pass over the row. A band longer than
+  // the lists' room (the guess missed on a row of near-equal probabilities) is decided on the
+  // row with the oracle's arithmetic (top_p_over_row).
   static size_t top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
     const auto size = static_cast<size_t>(n);
     // A row masked to a few tokens (by min_p before it, or by a grammar's mask): top-p on their
@@ -293,17 +313,16 @@ class CpuBackend final : public Backend {
       mask_underflowed(x, size, max);
       return kNotListed;
     }
-    float* w = scratch.values.data();
     double sums[kMaxBlocks];
-    const double total = cpu::exp_with_block_sums(x, w, size, max, block_size(n), sums);
+    const double total = cpu::exp_block_sums(x, size, max, block_size(n), sums);
     const auto inv_sum = static_cast<float>(1.0 / total);
     const float cut = 1.0f - top_p;
     int32_t* const ids = scratch.ids.data();
-    auto q = [&](int32_t id) { return w[id] * inv_sum; };
+    float* const qs = scratch.values.data();  // the band's q
     float lo = 0, hi = 2;  // hi above every probability: the band reaches the top
     double below = 0;
-    size_t band = 0;
-    const BandGuess guess(size, cut, [&](size_t i) { return w[i] * inv_sum; });
+    size_t band = kNotListed;
+    const BandGuess guess = sampled_band(x, size, max, inv_sum, cut);
     for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
       guess.band(margin, &lo, &hi);
       // q = 0 goes below the band, whose mass it leaves as is: every such token is masked (its
@@ -311,19 +330,67 @@ class CpuBackend final : public Backend {
       // above would, with lo = 0, make its -inf entries the band (a min_p row: 1.08 ms a 128k
       // row, 45 us after).
       lo = std::max(lo, std::numeric_limits<float>::denorm_min());
-      band = cpu::probability_band(w, size, inv_sum, lo, hi, ids, &below);
+      band = list_probability_band(x, size, max, inv_sum, lo, hi, scratch, &below);
+      if (band == kNotListed) break;                  // past the room: wider margins list more
       if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
       double band_mass = 0;
-      for (size_t i = 0; i < band; ++i) band_mass += q(ids[i]);
+      for (size_t i = 0; i < band; ++i) band_mass += qs[i];
       if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
       break;
     }
-    cpu::mask_probability_below(x, w, size, inv_sum, lo);
+    if (band == kNotListed) {
+      top_p_over_row(x, size, top_p, scratch);
+      return kNotListed;
+    }
+    // q < lo, as a logit threshold: the smallest logit whose q reaches lo (the max's does: the
+    // vector exp is only asked of v <= max, its domain in the passes).
+    cpu::mask_below(x, size, smallest_passing([&](float v) {
+                      return v >= max || !(vector_weight(v, max) * inv_sum < lo);
+                    }));
     mask_band(
-        ids, band, [&](size_t i) { return q(ids[i]); }, [&](size_t i) { return x[ids[i]]; }, below,
-        lo, hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
-    // Else the draw may reuse w: exp(x - max) with the same max (the top is never masked).
-    return hi > 1.0f && band <= size / 8 ? band : kDenseWeights;
+        ids, band, [&](size_t i) { return qs[i]; }, [&](size_t i) { return x[ids[i]]; }, below, lo,
+        hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });
+    return hi > 1.0f && band <= size / 8 ? band : kNotListed;
+  }
+
+  // BandGuess over 512 samples of the row's q = exp(x - max) * inv_sum, the vector exp's.
+  static BandGuess sampled_band(const float* x, size_t n, float max, float inv_sum, float cut) {
+    constexpr size_t kSamples = 512;
+    if (n < 8 * kSamples) return BandGuess(n, cut, [](size_t) { return 0.0f; });  // not sampled
+    const size_t stride = n / kSamples;
+    float samples[kSamples], weights[kSamples];
+    for (size_t j = 0; j < kSamples; ++j) samples[j] = x[j * stride];
+    double unused;
+    cpu::exp_with_block_sums(samples, weights, kSamples, max, kSamples, &unused);
+    return BandGuess(n, cut, [&](size_t i) { return weights[i / stride] * inv_sum; });
+  }
+
+  // probability_band over the row's q, weighed again by pieces on the stack: the band's ids in
+  // scratch.ids and their q in scratch.values (id order), the mass below lo into *below (the
+  // same sum as one call over the whole row's weights). kNotListed when the band might pass the
+  // lists' room.
+  static size_t list_probability_band(const float* x, size_t n, float max, float inv_sum, float lo,
+                                      float hi, SortScratch scratch, double* below) {
+    constexpr size_t kPiece = 2048;  // whole 64-vector sums, as probability_band adds them
+    float weights[kPiece];
+    int32_t* const ids = scratch.ids.data();
+    float* const qs = scratch.values.data();
+    size_t band = 0;
+    *below = 0;
+    for (size_t start = 0; start < n; start += kPiece) {
+      const size_t count = std::min(kPiece, n - start);
+      if (band + count > scratch.list_room()) return kNotListed;
+      double unused;
+      cpu::exp_with_block_sums(x + start, weights, count, max, kPiece, &unused);
+      const size_t listed =
+          cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band, below);
+      for (size_t i = band; i < band + listed; ++i) {
+        qs[i] = weights[ids[i]] * inv_sum;
+        ids[i] += static_cast<int32_t>(start);
+      }
+      band += listed;
+    }
+    return band;
   }
 
   // Spec §9.3 with p = 1: the cut is 0, so exactly the tokens whose float32 probability is 0

@@ -75,11 +75,12 @@ size_t close_up(const RowChunks& chunks, const size_t* counts, int32_t* ids, flo
 }  // namespace
 
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
-                            SortScratch scratch, const ParallelFor& parallel,
-                            QuotientMaxima maxima) {
+                            SortScratch scratch, const ParallelFor& parallel, QuotientMaxima maxima,
+                            bool* past_room) {
   const float from = smallest_dividend_at_least(threshold, t);
   const size_t block = block_size(static_cast<int64_t>(n));
-  const RowChunks chunks = row_chunks(n, block);
+  const size_t room = scratch.list_room();
+  const RowChunks chunks = row_chunks(n, block, room);
   // Maxima by blocks that tile the chunks (whole chunks hold whole ones), kMaxGroups at most, or
   // none: every block read.
   if (maxima.max != nullptr && (block % maxima.block != 0 || n > kMaxGroups * maxima.block))
@@ -91,32 +92,48 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   // the blocks whose max reaches, read off a compress of the maxima: a branch per block cost a 32k
   // row's top-k listing (500 groups, a tenth of them reaching at random) as much as its compress
   // of those groups.
-  auto list_chunk = [&](int64_t c) {
-    const auto chunk = static_cast<size_t>(c);
-    int32_t* const ids = scratch.ids.data() + chunks.region(chunk);
-    float* const values = scratch.values.data() + chunks.region(chunk);
+  // Chunk c's list at `at` in scratch, up to `limit` entries (more: it stopped there).
+  auto list = [&](size_t chunk, size_t at, size_t limit, bool* any_bad) {
+    int32_t* const ids = scratch.ids.data() + at;
+    float* const values = scratch.values.data() + at;
     const size_t chunk_begin = chunks.begin(chunk), chunk_end = chunks.end(chunk);
     const void* const chunk_src = entry_at(src, dtype, chunk_begin);
-    size_t count = 0;
-    bool any_bad = false;
-    if (maxima.max == nullptr) {
-      count = cpu::compress_source(chunk_src, dtype, chunk_end - chunk_begin, from, ids, values,
-                                   &any_bad);
-    } else {
-      const size_t first = chunk_begin / step, last = (chunk_end + step - 1) / step;
-      int32_t reaching[kMaxGroups + cpu::kCompressSlack];
-      float reaching_max[kMaxGroups + cpu::kCompressSlack];
-      const size_t m = cpu::compress_at_least(maxima.max + first, last - first, threshold, false,
-                                              reaching, reaching_max);
-      count = cpu::compress_source_groups(chunk_src, dtype, chunk_end - chunk_begin, step, reaching,
-                                          m, from, ids, values, &any_bad);
-    }
-    counts[chunk] = count;
-    bad[chunk] = any_bad;
+    if (maxima.max == nullptr)
+      return cpu::compress_source(chunk_src, dtype, chunk_end - chunk_begin, from, ids, values,
+                                  any_bad, limit);
+    const size_t first = chunk_begin / step, last = (chunk_end + step - 1) / step;
+    int32_t reaching[kMaxGroups + cpu::kCompressSlack];
+    float reaching_max[kMaxGroups + cpu::kCompressSlack];
+    const size_t m = cpu::compress_at_least(maxima.max + first, last - first, threshold, false,
+                                            reaching, reaching_max);
+    return cpu::compress_source_groups(chunk_src, dtype, chunk_end - chunk_begin, step, reaching, m,
+                                       from, ids, values, any_bad, limit);
+  };
+  auto list_chunk = [&](int64_t c) {
+    const auto chunk = static_cast<size_t>(c);
+    counts[chunk] = list(chunk, chunks.region(chunk), chunks.region_room(chunk), &bad[chunk]);
   };
   parallel(static_cast<int64_t>(chunks.count), list_chunk);
   if (std::any_of(bad, bad + chunks.count, [](bool b) { return b; })) return kNotListed;
-  const size_t count = close_up(chunks, counts, scratch.ids.data(), scratch.values.data());
+  bool overflowed = false;
+  for (size_t c = 0; c < chunks.count; ++c) overflowed |= counts[c] > chunks.region_room(c);
+  size_t count = 0;
+  if (!overflowed) {
+    count = close_up(chunks, counts, scratch.ids.data(), scratch.values.data());
+  } else {  // a chunk holds more than its share (the top of an LLM row can cluster): in one list
+    for (size_t c = 0; c < chunks.count && count <= room; ++c) {
+      bool any_bad = false;
+      const size_t listed = list(c, count, room - count, &any_bad);
+      if (any_bad) return kNotListed;
+      const auto offset = static_cast<int32_t>(chunks.begin(c));
+      for (size_t i = count; i < std::min(count + listed, room); ++i) scratch.ids[i] += offset;
+      count += listed;
+    }
+    if (count > room) {
+      if (past_room != nullptr) *past_room = true;
+      return kNotListed;
+    }
+  }
   if (t != 1.0f && cpu::divide(scratch.values.data(), count, t) >= 0) return kNotListed;
   return count;
 }
@@ -194,7 +211,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   row->block = block_size(static_cast<int64_t>(n));
   row->blocks = (n + row->block - 1) / row->block;
   if (row->block > kBufferBlock) return false;
-  const RowChunks chunks = row_chunks(n, row->block);
+  const RowChunks chunks = row_chunks(n, row->block, near->room);
   float* const block_max = row->block_max;
   cpu::NearMax nears[kRowChunks];
   cpu::ValueBand bands[kRowChunks];
@@ -205,7 +222,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
     const size_t first_block = chunks.begin(chunk) / row->block;
     if (near->ids != nullptr)  // each chunk lists into its own region, with its own max so far
       nears[chunk] = {near->below_max, near->ids + chunks.region(chunk),
-                      near->values + chunks.region(chunk), 0};
+                      near->values + chunks.region(chunk), 0, chunks.region_room(chunk)};
     if (band != nullptr)
       bands[chunk] = {band->from, band->to, band->bits + chunks.begin(chunk) / 8,
                       band->below_sums + first_block};
@@ -221,8 +238,13 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   if (!std::all_of(ok, ok + chunks.count, [](bool b) { return b; })) return false;
   if (near->ids != nullptr) {
     size_t counts[kRowChunks];
-    for (size_t c = 0; c < chunks.count; ++c) counts[c] = nears[c].count;
-    near->count = close_up(chunks, counts, near->ids, near->values);
+    bool stopped = false;
+    for (size_t c = 0; c < chunks.count; ++c) {
+      counts[c] = nears[c].count;
+      stopped |= counts[c] > nears[c].room;
+    }
+    // A chunk that stopped leaves the list incomplete: more than the room says so.
+    near->count = stopped ? near->room + 1 : close_up(chunks, counts, near->ids, near->values);
   }
   row->max = *std::max_element(block_max, block_max + row->blocks);
   row->total = 0;
@@ -329,8 +351,10 @@ std::optional<TokenId> draw_min_p_by_maxima(const void* src, DType dtype, size_t
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   const MinPCut cut = min_p_cut(max, params.min_p);
   if (!few_blocks_reach(maxima, groups, cut)) return std::nullopt;
+  bool past_room = false;
   const size_t listed = list_scaled_at_least(src, dtype, n, params.temperature, cut.masked_below,
-                                             scratch, parallel, {maxima, group});
+                                             scratch, parallel, {maxima, group}, &past_room);
+  if (past_room) return std::nullopt;
   if (listed == kNotListed) return kNoInputDraw;
   return draw_over_min_p_list(listed, cut, u, scratch);
 }
@@ -348,7 +372,8 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     if (const std::optional<TokenId> token =
             draw_min_p_by_maxima(src, dtype, size, params, u, scratch, parallel))
       return *token;
-    near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0};
+    near = {std::log(params.min_p) - kMinPMargin, scratch.ids.data(), scratch.values.data(), 0,
+            scratch.list_room()};
   }
   RowSoftmax row;
   if (!row_softmax(src, dtype, size, t, &near, &row, parallel)) return kNoInputDraw;
@@ -358,7 +383,8 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
     const float from = smallest_kept(row.max, inv_sum, params.min_p * inv_sum);
     if (from == kNegInf) return kNoInputDraw;  // min_p masks nothing: the dense draw
     size_t listed = near.count;
-    if (from < row.max + near.below_max)  // the list may miss some: read the row again
+    // The list may miss some, or stopped at its room: read the row again.
+    if (near.count > near.room || from < row.max + near.below_max)
       listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel,
                                     {row.block_max, row.block});
     if (listed == kNotListed) return kNoInputDraw;
@@ -446,6 +472,7 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
     double band_mass = 0;
     for (size_t start = 0, b = 0; start < n; start += row.block, ++b) {
       const size_t count = std::min(row.block, n - start);
+      if (band + count > scratch.list_room()) return kNoInputDraw;  // the block might pass it
       load_scaled(src, dtype, start, count, t, values);  // checked by the statistics pass
       double unused, block_below = 0;
       const double total =
@@ -559,8 +586,8 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   const double band_bound = 2.0 * static_cast<double>(range.expected) *
                             std::exp(static_cast<double>(range.to) - row.max) * inv_sum;
   if (static_cast<float>(below + band_bound) <= cut) return std::nullopt;
-  const size_t listed = cpu::list_marked(src, dtype, n, t, bitmap, ids, qs);
-  if (listed == 0) return std::nullopt;
+  const size_t listed = cpu::list_marked(src, dtype, n, t, bitmap, ids, qs, scratch.list_room());
+  if (listed == 0 || listed > scratch.list_room()) return std::nullopt;
   TokenId top = -1;  // the largest entry (lowest id among equals), if in the band: never masked
   if (range.to >= row.max) {  // the max may be in the band
     for (size_t i = 0; i < listed && top < 0; ++i)
@@ -699,15 +726,16 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();  // the listed quotients, then their q
   // The band of low end lo into ids / qs (id order, q in place of the quotient), the mass below
-  // it into `below`; kNotListed on a NaN / +inf, kTooMany past 1/8 of the row.
+  // it into `below`; kNotListed on a NaN / +inf, kTooMany past 1/8 of the row or the room.
   constexpr size_t kTooMany = kNotListed - 1;
   double below = 0;
   auto list_band = [&](float lo) {
     const float from = row.max + std::log(lo / inv_sum) - kLogitMargin;
+    bool past_room = false;
     const size_t listed = list_scaled_at_least(src, dtype, size, t, from, scratch, parallel,
-                                               {row.block_max, row.block});
+                                               {row.block_max, row.block}, &past_room);
+    if (past_room || (listed != kNotListed && listed > size / 8)) return kTooMany;
     if (listed == kNotListed) return kNotListed;
-    if (listed > size / 8) return kTooMany;
     size_t kept = 0;
     double band_mass = 0;
     for (size_t start = 0; start < listed; start += kChunk) {  // q by the vector exp, in place
@@ -935,6 +963,7 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   size_t listed = 0;
   for (size_t b = 0; b < blocks; ++b) {
     if (quotient_bounds[b] < cut.masked_below) continue;
+    if (listed + block > scratch.list_room()) return kNoInputDraw;  // the block might pass it
     const size_t count = read(b);
     if (t != 1.0f) cpu::divide(values, count, t);  // no overflow: none is above the max
     const size_t found = cpu::compress_at_least(values, count, cut.masked_below, false,

@@ -19,7 +19,8 @@ inline const void* entry_at(const void* src, DType dtype, size_t i) {
 // A row's passes split into at most kRowChunks chunks of whole blocks, fixed by n alone, for a
 // ParallelFor: results merged in chunk order never depend on how the chunks were run. A pass that
 // lists lists each chunk into its own region of the scratch lists (kCompressSlack apart:
-// compressing stores whole vectors past a count) and closes the regions up in chunk order.
+// compressing stores whole vectors past a count), whose share of the lists' room follows the
+// chunk's share of the row, and closes the regions up in chunk order.
 inline constexpr size_t kRowChunks = 8;
 static_assert((kRowChunks + 1) * cpu::kCompressSlack <= kSortSlack,
               "SortScratch must hold every chunk's region");
@@ -28,15 +29,21 @@ struct RowChunks {
   size_t count = 0;
   size_t size = 0;  // entries per chunk, a multiple of the block; the last may be shorter
   size_t n = 0;
+  size_t room = 0;  // the lists' room (SortScratch::list_room), shared out among the chunks
   size_t begin(size_t c) const { return c * size; }
   size_t end(size_t c) const { return std::min(n, begin(c) + size); }
-  size_t region(size_t c) const { return begin(c) + c * cpu::kCompressSlack; }
+  // Where chunk c lists, and how many entries it may list there.
+  size_t region(size_t c) const { return share(begin(c)) + c * cpu::kCompressSlack; }
+  size_t region_room(size_t c) const { return share(end(c)) - share(begin(c)); }
+
+ private:
+  size_t share(size_t i) const { return room >= n ? i : i * room / n; }
 };
 
-inline RowChunks row_chunks(size_t n, size_t block) {
+inline RowChunks row_chunks(size_t n, size_t block, size_t room = SIZE_MAX) {
   const size_t blocks = (n + block - 1) / block;
   const size_t size = (blocks + kRowChunks - 1) / kRowChunks * block;
-  return {(n + size - 1) / size, size, n};
+  return {(n + size - 1) / size, size, n, room};
 }
 
 // fn(entry), where entry(i) is entry i of a caller's row src of `dtype` in float32 (the widening
@@ -71,11 +78,12 @@ struct QuotientMaxima {
 
 // Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;
 // kNotListed when the row holds NaN / +inf or a listed quotient overflows (the largest entries
-// are listed first of all, so an overflow anywhere shows among them). With `maxima`, reads only
-// the blocks whose max reaches the threshold (the row was checked by the pass that found them).
+// are listed first of all, so an overflow anywhere shows among them), or when more pass than
+// scratch.list_room() (then *past_room, if asked, is set). With `maxima`, reads only the blocks
+// whose max reaches the threshold (the row was checked by the pass that found them).
 size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, float threshold,
                             SortScratch scratch, const ParallelFor& parallel,
-                            QuotientMaxima maxima = {});
+                            QuotientMaxima maxima = {}, bool* past_room = nullptr);
 
 static_assert(BlockMaxima::kMaxBlocks == kMaxBlocks, "block maxima are the rows' blocks");
 

@@ -42,17 +42,19 @@ void top_n_of_list(const void* src, DType dtype, size_t n, RawValues values, siz
 }
 
 // Entries >= threshold of the blocks whose max reaches it (no other block holds one): (id, x)
-// into scratch in id order; returns how many.
+// into scratch in id order; returns how many, or kNotListed when they pass the lists' room.
 size_t list_blocks_at_least(const void* src, DType dtype, size_t n, const BlockMaxima& maxima,
                             float threshold, SortScratch scratch) {
+  const size_t room = scratch.list_room();
   size_t count = 0;
   for (size_t b = 0; b < maxima.blocks; ++b) {
     if (maxima.max[b] < threshold) continue;
     const size_t begin = b * maxima.block, size = std::min(maxima.block, n - begin);
     bool bad = false;  // checked by step 2 or an input path
-    const size_t listed =
-        cpu::compress_source(entry_at(src, dtype, begin), dtype, size, threshold,
-                             scratch.ids.data() + count, scratch.values.data() + count, &bad);
+    const size_t listed = cpu::compress_source(entry_at(src, dtype, begin), dtype, size, threshold,
+                                               scratch.ids.data() + count,
+                                               scratch.values.data() + count, &bad, room - count);
+    if (count + listed > room) return kNotListed;
     for (size_t i = count; i < count + listed; ++i) scratch.ids[i] += static_cast<int32_t>(begin);
     count += listed;
   }
@@ -85,11 +87,16 @@ float kth_largest_block_max(const BlockMaxima& maxima, size_t k) {
 // (a greedy 32k row with 20 logprobs took 260 us, not 19). The k-th largest entry x_k is selected
 // among those; the k largest values are the entries >= the smallest float whose value reaches
 // values(x_k) (x_k itself unless rounding ties lower entries with it: then listed again from
-// there).
+// there). Candidates past the lists' room (ties, or k over about a quarter of the row): the same
+// top-N from the row itself (top_n_over_row).
 void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
                      const BlockMaxima& maxima, int64_t k, TokenId* ids, float* out,
                      SortScratch scratch, const ParallelFor& parallel) {
   const auto kk = static_cast<size_t>(k);
+  auto over_row = [&] {
+    top_n_over_row(
+        n, [&](size_t i) { return entry(src, dtype, i); }, values, k, ids, out, scratch);
+  };
   float floor = kNegInf;  // every entry >= it is listed
   size_t listed = 0;
   std::optional<float> kth;
@@ -98,6 +105,7 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
     // Fewer than k blocks hold a finite entry (a masked row): the finite ones, not the row.
     if (floor == kNegInf) floor = std::numeric_limits<float>::lowest();
     listed = list_blocks_at_least(src, dtype, n, maxima, floor, scratch);
+    if (listed == kNotListed) return over_row();
   } else {
     kth = kth_largest_by_groups(src, dtype, n, 1.0f, k, scratch, &listed, parallel, &floor);
     if (!kth)  // k large for the groups too (over a quarter of them): a sampled threshold
@@ -111,6 +119,7 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
             floor = threshold;
             return list_blocks_at_least(src, dtype, n, maxima, threshold, scratch);
           });
+    if (!kth) return over_row();  // past the room
   }
   // Fewer than k listed: fewer than k finite entries, every one listed (a floor that is a k-th
   // largest max lists k or more, unless it is -inf), or an unchecked row.
@@ -120,6 +129,7 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   const float v = values(kth ? *kth : kth_listed(scratch, listed, kk));
   const float from = smallest_with_value_at_least(values, v);
   if (from < floor) listed = list_blocks_at_least(src, dtype, n, maxima, from, scratch);
+  if (listed == kNotListed) return over_row();
   top_n_of_list(src, dtype, n, values, listed, v, k, ids, out, scratch);
 }
 

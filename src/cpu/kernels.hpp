@@ -40,7 +40,8 @@ struct NearMax {
   float below_max = 0;  // list entries >= max + below_max (below_max <= 0)
   int32_t* ids = nullptr;
   float* values = nullptr;
-  size_t count = 0;  // listed so far
+  size_t count = 0;        // listed so far; more than room once the listing stopped there
+  size_t room = SIZE_MAX;  // ids / values hold room + kCompressSlack entries
 };
 // A value band marked by block_softmax_stats on the way (bits null: none): bit i % 8 of bits[i / 8]
 // set where from <= x[i] <= to (in blocks of -inf only, none), and in below_sums[b] each block's
@@ -71,15 +72,18 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
                          ConvertedRow out = {}, ValueBand* band = nullptr);
 // compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
-// held NaN or +inf (then the list means nothing).
+// held NaN or +inf (then the list means nothing). Stops once more than `limit` entries passed
+// (returning a count > limit; *bad then covers what was read): ids and values need room for
+// min(n, limit) + kCompressSlack.
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
-                       float* values, bool* bad);
+                       float* values, bool* bad, size_t limit = SIZE_MAX);
 // compress_source over the groups of `group` entries of src[0, n) listed in groups (count
 // ascending group indices), in one call, ids indexing src: top-k lists some 50 groups of 64 from
 // a 32k row, and a call for each run of them cost more than their compress.
+// The limit as compress_source's.
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
                               const int32_t* groups, size_t count, float threshold, int32_t* ids,
-                              float* values, bool* bad);
+                              float* values, bool* bad, size_t limit = SIZE_MAX);
 int64_t row_argmax(const float* x, size_t n);  // n > 0, NaN-free; one pass
 // row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);
@@ -102,9 +106,10 @@ inline constexpr size_t kCompressSlack = 64;
 size_t list_between(const float* x, size_t n, float lo, float hi, uint32_t* at, size_t limit);
 // (id, src[id] / t) of the entries marked in bits (bit i % 8 of bits[i / 8], as ValueBand marks
 // them; bits past n ignored, no byte past (n + 7) / 8 read), in id order: the division's bits are
-// scalar division's, unless t is 1. ids and values: room for the count + kCompressSlack.
+// scalar division's, unless t is 1. ids and values: room for min(count, limit) +
+// kCompressSlack; stops (a count > limit) before a 64-entry word whose marks could pass limit.
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
-                   int32_t* ids, float* values);
+                   int32_t* ids, float* values, size_t limit = SIZE_MAX);
 // (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
 // Stops once more than `limit` entries passed (then returns a count > limit).
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
@@ -117,14 +122,11 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
                            double* block_sums);
 // exp_with_block_sums without w: the same sums.
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums);
-// exp_block_sums from weights already computed: w where x > -inf, 0 where x is masked.
-double unmasked_block_sums(const float* x, const float* w, size_t n, size_t block,
-                           double* block_sums);
 // With q = w * inv_sum: lists the ids with lo <= q < hi (id order; room for n + kCompressSlack)
-// and returns how many; *mass_below gets the sum of the q < lo.
+// and returns how many; adds the sum of the q < lo to *mass_below (calls over consecutive pieces
+// of 1024 entries, or multiples, add up as one call over them).
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
                         double* mass_below);
-void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, float lo);
 // x[i] = q = exp(x[i] - max) * inv_sum in place (the weights exp_with_block_sums gives, times
 // inv_sum); returns the sum of the q, their smallest in *lo and largest in *hi. n > 0.
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi);

@@ -922,11 +922,12 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
           exp_block_sums_pass<false, true>(values, nullptr, end - start, block_max[b], end - start,
                                            &unused, prefetch, prefetch_end, &block_band);
     }
-    if (near->ids == nullptr) continue;
+    if (near->ids == nullptr || near->count > near->room) continue;  // none, or stopped
     max_so_far = std::max(max_so_far, block_max[b]);
     const size_t from = near->count;
     near->count += compress_at_least(values, end - start, max_so_far + near->below_max, false,
-                                     near->ids + from, near->values + from, SIZE_MAX);
+                                     near->ids + from, near->values + from, near->room - from);
+    if (near->count > near->room) continue;  // stopped: the list is incomplete
     for (size_t i = from; i < near->count; ++i) near->ids[i] += static_cast<int32_t>(start);
   }
   return true;
@@ -947,11 +948,12 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
 
 // compress_at_least over src[from, to) of a caller's row, read in place and widened: appends
 // (id, value) of entries >= threshold, id order (ids index src), at ids / values; returns how
-// many. seen_bad notes any NaN / +inf read (then the list is meaningless).
+// many, or stops once more than `limit` passed (a count > limit: at most 4 vectors more, which
+// kCompressSlack holds). seen_bad notes any NaN / +inf read (then the list is meaningless).
 template <class Source, class D>
 HWY_INLINE size_t compress_source_range(D d, Source src, size_t from, size_t to, float threshold,
                                         int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values,
-                                        BadLanes<D>& seen_bad) {
+                                        BadLanes<D>& seen_bad, size_t limit) {
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
   const auto vthr = hn::Set(d, threshold);
@@ -985,11 +987,13 @@ HWY_INLINE size_t compress_source_range(D d, Source src, size_t from, size_t to,
     append(i + lanes, v1, k1);
     append(i + 2 * lanes, v2, k2);
     append(i + 3 * lanes, v3, k3);
+    if (count > limit) return count;
   }
   for (; i + lanes <= to; i += lanes) {
     const auto v = src.Whole(d, i);
     seen_bad.Check(d, v);
     append(i, v, hn::Ge(v, vthr));
+    if (count > limit) return count;
   }
   if (i < to) {
     const auto valid = hn::FirstN(d, to - i);
@@ -1003,24 +1007,26 @@ HWY_INLINE size_t compress_source_range(D d, Source src, size_t from, size_t to,
 // The same over src[0, n): *bad whether NaN / +inf was seen.
 template <class Source>
 size_t compress_source_pass(Source src, size_t n, float threshold, int32_t* HWY_RESTRICT ids,
-                            float* HWY_RESTRICT values, bool* bad) {
+                            float* HWY_RESTRICT values, bool* bad, size_t limit) {
   const hn::ScalableTag<float> d;
   BadLanes seen_bad(d);
-  const size_t count = compress_source_range(d, src, 0, n, threshold, ids, values, seen_bad);
+  const size_t count = compress_source_range(d, src, 0, n, threshold, ids, values, seen_bad, limit);
   *bad = seen_bad.Any(d);
   return count;
 }
 
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold,
-                       int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad) {
+                       int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad,
+                       size_t limit) {
   return with_source(src, dtype, [&](auto source) {
-    return compress_source_pass(source, n, threshold, ids, values, bad);
+    return compress_source_pass(source, n, threshold, ids, values, bad, limit);
   });
 }
 
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
                               const int32_t* HWY_RESTRICT groups, size_t count, float threshold,
-                              int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad) {
+                              int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad,
+                              size_t limit) {
   return with_source(src, dtype, [&](auto source) {
     const hn::ScalableTag<float> d;
     BadLanes seen_bad(d);
@@ -1028,7 +1034,8 @@ size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t gro
     for (size_t g = 0; g < count; ++g) {
       const size_t from = static_cast<size_t>(groups[g]) * group;
       listed += compress_source_range(d, source, from, std::min(n, from + group), threshold,
-                                      ids + listed, values + listed, seen_bad);
+                                      ids + listed, values + listed, seen_bad, limit - listed);
+      if (listed > limit) break;
     }
     *bad = seen_bad.Any(d);
     return listed;
@@ -1041,7 +1048,7 @@ size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t gro
 // bit walk this replaced cost 15 of a flat top-p row's 80 us, its exits mispredicted.
 template <bool kDivide, class Source>
 size_t list_marked_pass(Source src, size_t n, float t, const uint8_t* HWY_RESTRICT bits,
-                        int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values) {
+                        int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, size_t limit) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
@@ -1063,6 +1070,7 @@ size_t list_marked_pass(Source src, size_t n, float t, const uint8_t* HWY_RESTRI
     uint64_t word;
     std::memcpy(&word, bits + start / 8, 8);
     if (word == 0) continue;
+    if (count + 64 > limit) return limit + 1;  // the word's marks could pass it
     for (size_t i = start; i < start + 64; i += lanes)
       list(i, src.Whole(d, i), word >> (i - start));
   }
@@ -1070,6 +1078,7 @@ size_t list_marked_pass(Source src, size_t n, float t, const uint8_t* HWY_RESTRI
   uint64_t word = 0;  // no byte past (n + 7) / 8 read, no bit past n kept
   std::memcpy(&word, bits + whole / 8, (n - whole + 7) / 8);
   word &= (uint64_t{1} << (n - whole)) - 1;
+  if (count + 64 > limit) return limit + 1;
   for (size_t i = whole; i < n; i += lanes)
     list(i, i + lanes <= n ? src.Whole(d, i) : src.Tail(d, i, n - i), word >> (i - whole));
   return count;
@@ -1077,42 +1086,17 @@ size_t list_marked_pass(Source src, size_t n, float t, const uint8_t* HWY_RESTRI
 
 size_t list_marked(const void* src, DType dtype, size_t n, float t,
                    const uint8_t* HWY_RESTRICT bits, int32_t* HWY_RESTRICT ids,
-                   float* HWY_RESTRICT values) {
+                   float* HWY_RESTRICT values, size_t limit) {
   return with_source(src, dtype, [&](auto source) {
-    return t == 1.0f ? list_marked_pass<false>(source, n, t, bits, ids, values)
-                     : list_marked_pass<true>(source, n, t, bits, ids, values);
+    return t == 1.0f ? list_marked_pass<false>(source, n, t, bits, ids, values, limit)
+                     : list_marked_pass<true>(source, n, t, bits, ids, values, limit);
   });
 }
 
-// exp_block_sums of x from weights already computed: w where x > -inf, 0 where masked, the same
-// lane-wise partial sums per block (so the same bits as exp_block_sums over x with w's max).
-double unmasked_block_sums(const float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
-                           size_t block, double* HWY_RESTRICT block_sums) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  const auto neg_inf = hn::Set(d, -kInf);
-  double total = 0;
-  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
-    const size_t end = std::min(n, start + block);
-    PartialSums<decltype(d)> sum(d);
-    size_t i = start;
-    for (; i + lanes <= end; i += lanes) {
-      const auto masked = hn::Eq(hn::LoadU(d, x + i), neg_inf);
-      sum.Add(hn::IfThenZeroElse(masked, hn::LoadU(d, w + i)));
-    }
-    if (i < end) {
-      const auto masked = hn::Eq(LoadTail(d, x + i, end - i, -kInf), neg_inf);
-      sum.Add(hn::IfThenZeroElse(masked, LoadTail(d, w + i, end - i, 0.0f)));
-    }
-    block_sums[b] = sum.Total(d);
-    total += block_sums[b];
-  }
-  return total;
-}
-
-// With q = w * inv_sum: appends the ids with lo <= q < hi (id order) and returns how many;
-// *mass_below = the sum of q < lo (float partial sums per 64 vectors, added in double). ids needs
-// room for n + kCompressSlack entries.
+// With q = w * inv_sum: appends the ids with lo <= q < hi (id order) and returns how many; adds
+// the q < lo to *mass_below (float partial sums per 64 vectors, each added in double: calls over
+// consecutive pieces of whole 64 vectors add the same terms in the same order as one call). ids
+// needs room for n + kCompressSlack entries.
 size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, float lo, float hi,
                         int32_t* HWY_RESTRICT ids, double* mass_below) {
   const hn::ScalableTag<float> d;
@@ -1120,7 +1104,7 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
   const size_t lanes = hn::Lanes(d);
   const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
   size_t count = 0, i = 0;
-  double below_sum = 0;
+  double below_sum = *mass_below;
   using Sums = PartialSums<decltype(d)>;
   auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid, Sums& sum) {
     const auto below = hn::And(valid, hn::Lt(q, vlo));
@@ -1146,21 +1130,6 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
   }
   *mass_below = below_sum;
   return count;
-}
-
-// x := -inf where w * inv_sum < lo.
-void mask_probability_below(float* HWY_RESTRICT x, const float* HWY_RESTRICT w, size_t n,
-                            float inv_sum, float lo) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), neg_inf = hn::Set(d, -kInf);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto below = hn::Lt(hn::Mul(hn::LoadU(d, w + i), vinv), vlo);
-    hn::StoreU(hn::IfThenElse(below, neg_inf, hn::LoadU(d, x + i)), d, x + i);
-  }
-  for (; i < n; ++i)
-    if (w[i] * inv_sum < lo) x[i] = -kInf;
 }
 
 double probabilities(float* HWY_RESTRICT x, size_t n, float max, float inv_sum,
@@ -1248,9 +1217,7 @@ HWY_EXPORT(source_block_max);
 HWY_EXPORT(compress_at_least);
 HWY_EXPORT(exp_with_block_sums);
 HWY_EXPORT(exp_block_sums);
-HWY_EXPORT(unmasked_block_sums);
 HWY_EXPORT(probability_band);
-HWY_EXPORT(mask_probability_below);
 HWY_EXPORT(probabilities);
 HWY_EXPORT(sum_below);
 
@@ -1268,18 +1235,18 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
                                                    block_sums, near, out, band);
 }
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
-                       float* values, bool* bad) {
-  return HWY_DYNAMIC_DISPATCH(compress_source)(src, dtype, n, threshold, ids, values, bad);
+                       float* values, bool* bad, size_t limit) {
+  return HWY_DYNAMIC_DISPATCH(compress_source)(src, dtype, n, threshold, ids, values, bad, limit);
 }
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
                               const int32_t* groups, size_t count, float threshold, int32_t* ids,
-                              float* values, bool* bad) {
+                              float* values, bool* bad, size_t limit) {
   return HWY_DYNAMIC_DISPATCH(compress_source_groups)(src, dtype, n, group, groups, count,
-                                                      threshold, ids, values, bad);
+                                                      threshold, ids, values, bad, limit);
 }
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
-                   int32_t* ids, float* values) {
-  return HWY_DYNAMIC_DISPATCH(list_marked)(src, dtype, n, t, bits, ids, values);
+                   int32_t* ids, float* values, size_t limit) {
+  return HWY_DYNAMIC_DISPATCH(list_marked)(src, dtype, n, t, bits, ids, values, limit);
 }
 size_t list_between(const float* x, size_t n, float lo, float hi, uint32_t* at, size_t limit) {
   return HWY_DYNAMIC_DISPATCH(list_between)(x, n, lo, hi, at, limit);
@@ -1324,16 +1291,9 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums) {
   return HWY_DYNAMIC_DISPATCH(exp_block_sums)(x, n, max, block, block_sums);
 }
-double unmasked_block_sums(const float* x, const float* w, size_t n, size_t block,
-                           double* block_sums) {
-  return HWY_DYNAMIC_DISPATCH(unmasked_block_sums)(x, w, n, block, block_sums);
-}
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
                         double* mass_below) {
   return HWY_DYNAMIC_DISPATCH(probability_band)(w, n, inv_sum, lo, hi, ids, mass_below);
-}
-void mask_probability_below(float* x, const float* w, size_t n, float inv_sum, float lo) {
-  HWY_DYNAMIC_DISPATCH(mask_probability_below)(x, w, n, inv_sum, lo);
 }
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi) {
   return HWY_DYNAMIC_DISPATCH(probabilities)(x, n, max, inv_sum, lo, hi);

@@ -131,6 +131,37 @@ size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
   return alive;
 }
 
+void top_p_over_row(float* x, size_t n, float top_p, SortScratch scratch) {
+  auto key_at = [x](size_t i) {
+    return x[i] == kNegInf ? kNoKey : ascending_key(x[i], static_cast<int32_t>(i));
+  };
+  size_t kept = 0;
+  float max = kNegInf;
+  for (size_t i = 0; i < n; ++i) {
+    kept += x[i] != kNegInf;
+    max = std::max(max, x[i]);
+  }
+  if (kept == 0) return;
+  double sum = 0;  // in ascending order, as top_p_masked_count sums its sorted list
+  for_each_ascending(n, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+    for (size_t j = 0; j < m; ++j) sum += std::exp(key_value(sorted[j]) - max);
+    return true;
+  });
+  const auto inv_sum = static_cast<float>(1.0 / sum);
+  const float cut = 1.0f - top_p;
+  double cumulative = 0;
+  size_t walked = 0;
+  for_each_ascending(n, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+    for (size_t j = 0; j < m; ++j, ++walked) {
+      if (walked + 1 >= kept) return false;  // never the largest
+      cumulative += std::exp(key_value(sorted[j]) - max) * inv_sum;
+      if (static_cast<float>(cumulative) > cut) return false;
+      x[key_id(sorted[j])] = kNegInf;  // its key leaves the walk
+    }
+    return true;
+  });
+}
+
 void sort_samples(float* values, size_t n, unsigned from_bit) {
   constexpr size_t kMax = 1024, kBits = 8, kBuckets = size_t{1} << kBits;
   uint32_t keys[kMax], other[kMax];

@@ -21,6 +21,16 @@ namespace lastmile::detail::cpu_selection {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The longest list this backend keeps of a row of n (Backend::list_room): a quarter of the row,
+// and rows of up to kShortRow whole. What it lists stays well within: top-k's candidates number a
+// few k, top-p's bands an eighth of the row, min-p's listing a quarter of the blocks. A longer
+// list is decided on the row itself, or declined by a path from the caller's row.
+inline constexpr size_t kShortRow = 4096;
+inline size_t list_room(int64_t n) {
+  const auto size = static_cast<size_t>(n);
+  return std::min(size, std::max(size / 4, kShortRow));
+}
+
 // The k-th largest of scratch.values[0, count), 1 <= k <= count, duplicates counted: by counting
 // passes over the values (kth_largest_value) while they fit in a core's L2; beyond, a selection
 // on a copy of their keys, or by radix when they do not fit there.
@@ -90,6 +100,30 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
     j = j * 4 + 16;
   }
 }
+
+// The k-th largest (duplicates counted) of the finite entries entry(i), i < n, of a NaN-free row;
+// -inf when fewer than k are finite. A radix select over their keys, four passes over the row and
+// no list: for a row whose candidates would pass the lists' room (a top-k or top-N of over a
+// quarter of the row, or ties).
+template <class Entry>
+float kth_largest_in_row(size_t n, size_t k, Entry entry) {
+  size_t finite = 0;
+  for (size_t i = 0; i < n; ++i) finite += entry(i) != kNegInf;
+  if (finite < k) return kNegInf;
+  const uint64_t key = nth_smallest_key(
+      n,
+      [&](size_t i) {
+        const float v = entry(i);
+        return v == kNegInf ? kNoKey : uint64_t{orderable(v)};
+      },
+      false, 0, finite - k + 1, /*from_shift=*/24);
+  return from_orderable(static_cast<uint32_t>(key));
+}
+
+// Spec §9.3 over the finite entries of x, as top_p_keep decides on their list (the oracle's
+// arithmetic in the oracle's order), for a row whose list would pass the lists' room: the order
+// is walked by chunks of scratch.keys (for_each_ascending), twice, instead of listed. Masks x.
+void top_p_over_row(float* x, size_t n, float top_p, SortScratch scratch);
 
 // Keeps the listed candidates >= kth (top-k: ties at the k-th value kept, spec §9.2; min_p: its
 // smallest kept logit), in id order; returns how many.
@@ -173,6 +207,34 @@ void finish_top_n(size_t shown, int64_t n, int64_t k, ValueOf value_of, TokenId*
     if (i >= shown) ids[i] = 0;
     out[i] = i < shown ? value_of(ids[i]) : kNegInf;
   }
+}
+
+// A top-N (ids, out) of the k largest values(entry(i)) of a NaN-free row of n entries, as
+// largest_listed and finish_top_n give it from a list of the candidates, for a row whose
+// candidates would pass the lists' room: the k-th largest entry by kth_largest_in_row, then the
+// entries whose value reaches its value walked in order by chunks of scratch.keys.
+template <class Entry, class Values>
+void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* ids, float* out,
+                    SortScratch scratch) {
+  const auto kk = static_cast<size_t>(k);
+  const float kth = kth_largest_in_row(n, kk, entry);
+  // Fewer than k finite: every finite one, as the lists give them (the -inf ones follow).
+  const float v = kth == kNegInf ? std::numeric_limits<float>::lowest() : values(kth);
+  auto key_at = [&](size_t i) {
+    const float x = entry(i);
+    if (x == kNegInf) return kNoKey;
+    const float value = values(x);
+    return value >= v ? (uint64_t{~orderable(value)} << 32) | i : kNoKey;
+  };
+  size_t shown = 0;
+  for_each_ascending(n, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
+    for (size_t j = 0; j < m && shown < kk; ++j)
+      ids[shown++] = static_cast<TokenId>(sorted[j] & 0xffffffffu);
+    return shown < kk;
+  });
+  finish_top_n(
+      shown, static_cast<int64_t>(n), k,
+      [&](TokenId i) { return values(entry(static_cast<size_t>(i))); }, ids, out);
 }
 
 // Sorts n <= 1024 floats ascending (no NaN; -0 and +0 come out as +0) by their orderable keys: a

@@ -3,12 +3,13 @@
 
 namespace lastmile::detail {
 
-void RowScratch::reserve(int64_t vocab_size) {
+void RowScratch::reserve(int64_t vocab_size, size_t backend_list_room) {
   const auto n = static_cast<size_t>(vocab_size);
   if (logits.size() < n) logits.resize(n);
+  list_room = backend_list_room;
   // Compressing kernels store whole SIMD vectors past their count (cpu::kCompressSlack).
-  if (sort_values.size() < n + kSortSlack) sort_values.resize(n + kSortSlack);
-  if (sort_ids.size() < n + kSortSlack) sort_ids.resize(n + kSortSlack);
+  if (sort_values.size() < list_room + kSortSlack) sort_values.resize(list_room + kSortSlack);
+  if (sort_ids.size() < list_room + kSortSlack) sort_ids.resize(list_room + kSortSlack);
   if (sort_keys.size() < key_storage_size(n)) sort_keys.resize(key_storage_size(n));
   if (seen.size() < seen_words(vocab_size)) seen.assign(seen_words(vocab_size), 0);
 }

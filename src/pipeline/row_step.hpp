@@ -44,8 +44,12 @@ struct RowScratch {
   // What step 2 learned of this row's input for a raw mode's step 8; reset for every row.
   RawRowSummary raw_summary;
 
-  void reserve(int64_t vocab_size);
-  SortScratch sort() { return SortScratch::over(sort_ids, sort_values, sort_keys, logits.size()); }
+  size_t list_room = 0;  // the backend's list_room(vocab_size)
+
+  void reserve(int64_t vocab_size, size_t backend_list_room);
+  SortScratch sort() {
+    return SortScratch::over(sort_ids, sort_values, sort_keys, logits.size(), list_room);
+  }
   // Step 7d's survivor list for step 7e (Backend::apply_top_k_top_p); set by 7d for every row.
   size_t listed_survivors = kNotListed;
   // Room for the longest history and whitelist of a batch, and for `counts_size` entries bucketed

@@ -74,6 +74,7 @@ class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
   std::string_view description() const override { return "scalar C++"; }
+  size_t list_room(int64_t n) const override { return static_cast<size_t>(n); }  // full sorts
 
   int64_t convert_row_divided(const void* src, DType dtype, float* dst, int64_t n,
                               float t) const override {
