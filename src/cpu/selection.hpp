@@ -22,9 +22,9 @@ namespace lastmile::detail::cpu_selection {
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // The longest list this backend keeps of a row of n (Backend::list_room): a quarter of the row,
-// and rows of up to kShortRow whole. What it lists stays well within: top-k's candidates number a
-// few k, top-p's bands an eighth of the row, min-p's listing a quarter of the blocks. A longer
-// list is decided on the row itself, or declined by a path from the caller's row.
+// and rows of up to kShortRow whole. Its usual lists fit: top-k's candidates number a few k,
+// top-p's short bands an eighth of the row at most, min-p's listing by maxima about a quarter at
+// most. A longer list is decided on the row itself, or declined by a path from the caller's row.
 inline constexpr size_t kShortRow = 4096;
 inline size_t list_room(int64_t n) {
   const auto size = static_cast<size_t>(n);
