@@ -26,7 +26,7 @@ using namespace cpu_selection;
 // cpu_selection::kth_largest over the row itself (also for a row holding +inf, which the maxima
 // pass declines). Neither lists -inf entries: with fewer than k entries above -inf, the k-th
 // is -inf and those are the candidates. nullopt when the candidates would pass the lists' room
-// (k over about a quarter of the row, or ties): the caller decides on the row instead.
+// (about 2k of them: k over about an eighth of the row, or ties): the caller decides on the row.
 std::optional<float> kth_largest_of_row(const float* x, int64_t n, int64_t k, SortScratch scratch,
                                         size_t* candidates) {
   if (const std::optional<float> kth = kth_largest_by_groups(x, DType::f32, static_cast<size_t>(n),
@@ -292,8 +292,8 @@ class CpuBackend final : public Backend {
   // and q < lo is a logit threshold, the vector exp being monotone. When the band reaches the top
   // and is short (at most n / 8), it lists every survivor: returned for the draw (as
   // apply_top_k_top_p's list), which then skips its own pass over the row. A band longer than
-  // the lists' room (the guess missed on a row of near-equal probabilities) is decided on the
-  // row with the oracle's arithmetic (top_p_over_row).
+  // the lists' room (ties by the thousand, or a third guess that still lists most of the row) is
+  // decided on the row with the oracle's arithmetic (top_p_over_row).
   static size_t top_p_without_sort(float* x, int64_t n, float top_p, SortScratch scratch) {
     const auto size = static_cast<size_t>(n);
     // A row masked to a few tokens (by min_p before it, or by a grammar's mask): top-p on their
@@ -323,22 +323,34 @@ class CpuBackend final : public Backend {
     double below = 0;
     size_t band = kNotListed;
     const BandGuess guess = sampled_band(x, size, max, inv_sum, cut);
-    for (const size_t margin : {size_t{8}, size_t{32}, size_t{0}}) {  // 0: the whole row
-      guess.band(margin, &lo, &hi);
+    // Margins of 8 and 32 samples; then, as the last band told, everything above it (an LLM
+    // row's head, which samples miss) or below it: the crossing lies there.
+    bool crossing_above = false, found = false;
+    for (int attempt = 0; attempt < 3 && !found; ++attempt) {
+      if (attempt < 2) {
+        guess.band(attempt == 0 ? 8 : 32, &lo, &hi);
+      } else if (crossing_above) {
+        lo = hi;
+        hi = 2.0f;
+      } else {
+        hi = lo;
+        lo = 0.0f;
+      }
       // q = 0 goes below the band, whose mass it leaves as is: every such token is masked (its
       // cumulative sum is that of those below it). A masked row too long for the list path
       // above would, with lo = 0, make its -inf entries the band (a min_p row: 1.08 ms a 128k
       // row, 45 us after).
       lo = std::max(lo, std::numeric_limits<float>::denorm_min());
       band = list_probability_band(x, size, max, inv_sum, lo, hi, scratch, &below);
-      if (band == kNotListed) break;                  // past the room: wider margins list more
+      if (band == kNotListed) break;  // past the room
+      crossing_above = false;
       if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
       double band_mass = 0;
       for (size_t i = 0; i < band; ++i) band_mass += qs[i];
-      if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
-      break;
+      crossing_above = hi <= 1.0f && static_cast<float>(below + band_mass) <= cut;
+      found = !crossing_above;
     }
-    if (band == kNotListed) {
+    if (!found) {  // a band past the room (ties by the thousand), or a guess missed twice
       top_p_over_row(x, size, top_p, scratch);
       return kNotListed;
     }

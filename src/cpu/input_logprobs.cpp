@@ -87,7 +87,7 @@ float kth_largest_block_max(const BlockMaxima& maxima, size_t k) {
 // (a greedy 32k row with 20 logprobs took 260 us, not 19). The k-th largest entry x_k is selected
 // among those; the k largest values are the entries >= the smallest float whose value reaches
 // values(x_k) (x_k itself unless rounding ties lower entries with it: then listed again from
-// there). Candidates past the lists' room (ties, or k over about a quarter of the row): the same
+// there). Candidates past the lists' room (ties, or k over about an eighth of the row): the same
 // top-N from the row itself (top_n_over_row).
 void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
                      const BlockMaxima& maxima, int64_t k, TokenId* ids, float* out,

@@ -954,6 +954,7 @@ template <class Source, class D>
 HWY_INLINE size_t compress_source_range(D d, Source src, size_t from, size_t to, float threshold,
                                         int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values,
                                         BadLanes<D>& seen_bad, size_t limit) {
+  static_assert(4 * hn::MaxLanes(D()) <= kCompressSlack, "the overshoot past the limit fits");
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
   const auto vthr = hn::Set(d, threshold);

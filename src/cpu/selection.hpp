@@ -218,12 +218,11 @@ void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* id
                     SortScratch scratch) {
   const auto kk = static_cast<size_t>(k);
   const float kth = kth_largest_in_row(n, kk, entry);
-  // Fewer than k finite: every finite one, as the lists give them (the -inf ones follow).
+  // Fewer than k finite: every finite one, as the lists give them (the -inf ones follow). A
+  // finite k-th whose value is -inf (x - max overflows) ties with every -inf one, by id.
   const float v = kth == kNegInf ? std::numeric_limits<float>::lowest() : values(kth);
   auto key_at = [&](size_t i) {
-    const float x = entry(i);
-    if (x == kNegInf) return kNoKey;
-    const float value = values(x);
+    const float value = values(entry(i));
     return value >= v ? (uint64_t{~orderable(value)} << 32) | i : kNoKey;
   };
   size_t shown = 0;
