@@ -365,16 +365,18 @@ class CpuBackend final : public Backend {
     return hi > 1.0f && band <= size / 8 ? band : kNotListed;
   }
 
-  // BandGuess over 512 samples of the row's q = exp(x - max) * inv_sum, the vector exp's.
+  // BandGuess over the row's q = exp(x - max) * inv_sum, the vector exp's, its samples weighed in
+  // one call.
   static BandGuess sampled_band(const float* x, size_t n, float max, float inv_sum, float cut) {
-    constexpr size_t kSamples = 512;
-    if (n < 8 * kSamples) return BandGuess(n, cut, [](size_t) { return 0.0f; });  // not sampled
-    const size_t stride = n / kSamples;
+    constexpr size_t kSamples = BandGuess::kSamples;
     float samples[kSamples], weights[kSamples];
-    for (size_t j = 0; j < kSamples; ++j) samples[j] = x[j * stride];
-    double unused;
-    cpu::exp_with_block_sums(samples, weights, kSamples, max, kSamples, &unused);
-    return BandGuess(n, cut, [&](size_t i) { return weights[i / stride] * inv_sum; });
+    if (BandGuess::sampled(n)) {
+      for (size_t j = 0; j < kSamples; ++j) samples[j] = x[BandGuess::sample_at(n, j)];
+      double unused;
+      cpu::exp_with_block_sums(samples, weights, kSamples, max, kSamples, &unused);
+    }
+    size_t j = 0;  // BandGuess asks for the samples in order
+    return BandGuess(n, cut, [&](size_t) { return weights[j++] * inv_sum; });
   }
 
   // probability_band over the row's q, weighed again by pieces on the stack: the band's ids in

@@ -121,17 +121,17 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   if (!overflowed) {
     count = close_up(chunks, counts, scratch.ids.data(), scratch.values.data());
   } else {  // a chunk holds more than its share (the top of an LLM row can cluster): in one list
-    for (size_t c = 0; c < chunks.count && count <= room; ++c) {
+    for (size_t c = 0; c < chunks.count; ++c) {
       bool any_bad = false;
       const size_t listed = list(c, count, room - count, &any_bad);
       if (any_bad) return kNotListed;
+      if (count + listed > room) {
+        if (past_room != nullptr) *past_room = true;
+        return kNotListed;
+      }
       const auto offset = static_cast<int32_t>(chunks.begin(c));
-      for (size_t i = count; i < std::min(count + listed, room); ++i) scratch.ids[i] += offset;
+      for (size_t i = count; i < count + listed; ++i) scratch.ids[i] += offset;
       count += listed;
-    }
-    if (count > room) {
-      if (past_room != nullptr) *past_room = true;
-      return kNotListed;
     }
   }
   if (t != 1.0f && cpu::divide(scratch.values.data(), count, t) >= 0) return kNotListed;

@@ -103,8 +103,8 @@ std::optional<float> kth_largest(int64_t n, int64_t k, SortScratch scratch, size
 
 // The k-th largest (duplicates counted) of the finite entries entry(i), i < n, of a NaN-free row;
 // -inf when fewer than k are finite. A radix select over their keys, four passes over the row and
-// no list: for a row whose candidates would pass the lists' room (a top-k or top-N of over a
-// quarter of the row, or ties).
+// no list: for a row whose candidates would pass the lists' room (a top-k or top-N of over about
+// an eighth of the row, whose 2k candidates pass a quarter, or ties).
 template <class Entry>
 float kth_largest_in_row(size_t n, size_t k, Entry entry) {
   size_t finite = 0;
@@ -243,16 +243,21 @@ void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* id
 void sort_samples(float* values, size_t n, unsigned from_bit = 0);
 
 // Where top-p's ascending cumulative probability should cross cut: m evenly spaced samples of the
-// probabilities (q_at(i) for i < n), sorted once; each stands for n / m tokens, so their running
-// sum estimates the cumulative mass. band(margin) reaches `margin` samples either side of where
-// the estimate passes the cut; margin 0, or a short row, gives every probability (0, 2).
+// probabilities (q_at(sample_at(n, j)) for j < m, in that order), sorted once; each stands for
+// n / m tokens, so their running sum estimates the cumulative mass. band(margin) reaches `margin`
+// samples either side of where the estimate passes the cut; margin 0, or a short row, gives every
+// probability (0, 2).
 class BandGuess {
  public:
+  static constexpr size_t kSamples = 512;
+  // Whether a row of n is sampled (a short row's band is all of it), and where sample j lies.
+  static bool sampled(size_t n) { return n >= 8 * kSamples; }
+  static size_t sample_at(size_t n, size_t j) { return j * (n / kSamples); }
+
   template <class QAt>
   BandGuess(size_t n, float cut, QAt q_at) {
-    if (n < 8 * kSamples) return;
-    const size_t stride = n / kSamples;
-    for (size_t j = 0; j < kSamples; ++j) samples_[j] = q_at(j * stride);
+    if (!sampled(n)) return;
+    for (size_t j = 0; j < kSamples; ++j) samples_[j] = q_at(sample_at(n, j));
     sort_samples(samples_, kSamples);
     const double weight = static_cast<double>(n) / kSamples;
     double estimate = 0;
@@ -271,7 +276,6 @@ class BandGuess {
   }
 
  private:
-  static constexpr size_t kSamples = 512;
   float samples_[kSamples];
   size_t crossing_ = 0;
   bool sampled_ = false;
