@@ -859,6 +859,19 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
 
 namespace {
 
+// The draw over top-k's survivors, the candidates listed in scratch (id order) that reach the
+// k-th largest quotient kth, after top-p if asked.
+TokenId draw_over_top_k(size_t candidates, float kth, const DrawParams& params, double u,
+                        SortScratch scratch) {
+  size_t kept = keep_at_least(scratch, candidates, kth);
+  if (params.apply_top_p) kept = top_p_keep(kept, params.top_p, scratch, nullptr);
+  const float* values = scratch.values.data();
+  // Top-k in the thousands: by blocks (an all -inf list goes on to the oracle's token 0).
+  const float max = kept > kLongList ? *std::max_element(values, values + kept) : kNegInf;
+  if (max > kNegInf) return draw_over_long_list(kept, scratch.ids.data(), values, max, u);
+  return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+}
+
 // Top-k, then top-p on the survivors.
 TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
                    SortScratch scratch, const ParallelFor& parallel) {
@@ -883,13 +896,49 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
                                                    params.top_k, scratch, &candidates, parallel);
   if (!kth) kth = kth_largest(n, params.top_k, scratch, &candidates, sample, compress);
   if (!kth) return kNoInputDraw;
-  size_t kept = keep_at_least(scratch, candidates, *kth);
-  if (params.apply_top_p) kept = top_p_keep(kept, params.top_p, scratch, nullptr);
-  const float* values = scratch.values.data();
-  // Top-k in the thousands: by blocks (an all -inf list goes on to the oracle's token 0).
-  const float max = kept > kLongList ? *std::max_element(values, values + kept) : kNegInf;
-  if (max > kNegInf) return draw_over_long_list(kept, scratch.ids.data(), values, max, u);
-  return draw_over_list(kept, scratch.ids.data(), u, [values](size_t i) { return values[i]; });
+  return draw_over_top_k(candidates, *kth, params, u, scratch);
+}
+
+// Top-k (then top-p) over a penalised row, from the caller's row and a list. Step 6 only lowers
+// entries, so an entry below the 2k-th largest of the caller's group maxima, m, stays below m.
+// The entries at or above m (2k at least, id order) are listed from the caller's row, lowered as
+// step 6 lowers them (PenalisedRow::lower) and divided. When k of them keep a quotient above m's,
+// the list holds the working row's k largest quotients and every entry that reaches the k-th:
+// the candidates and k-th that draw_top_k finds over the working row, so the same token. Else
+// (the history holds most of the largest) it declines, and the steps decide. The bench mix's
+// penalised top-k rows (152k bf16 logits, 2k-token histories, one thread) took 119 us each this
+// way, 169 through the steps (medians of five runs in turns). Listing the entries near the max
+// during the summary's read, instead of reading the group maxima again, took 135: the early
+// blocks' maxima lie far below the row's, so those blocks listed most of their entries.
+TokenId draw_top_k_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,
+                                      double u, SortScratch scratch, const ParallelFor& parallel) {
+  const auto k = static_cast<size_t>(params.top_k);
+  const size_t group = top_k_group_size(n, 2 * params.top_k);
+  float maxima[kMaxGroups];
+  if (group == 0 || !quotient_block_maxima(row.src, row.dtype, n, 1.0f, group, maxima, parallel))
+    return kNoInputDraw;  // the steps report NaN / +inf
+  const auto groups = static_cast<int64_t>((n + group - 1) / group);
+  size_t listed_maxima = 0;
+  const std::optional<float> from = kth_largest(
+      groups, 2 * params.top_k, scratch, &listed_maxima, [&](int64_t g) { return maxima[g]; },
+      [&](float threshold) {
+        return cpu::compress_at_least(maxima, static_cast<size_t>(groups), threshold, false,
+                                      scratch.ids.data(), scratch.values.data());
+      });
+  if (!from || *from == kNegInf) return kNoInputDraw;  // a masked row: the steps
+  const size_t listed =
+      list_scaled_at_least(row.src, row.dtype, n, 1.0f, *from, scratch, parallel, {maxima, group});
+  if (listed == kNotListed) return kNoInputDraw;
+  float* const values = scratch.values.data();
+  row.lower(row.context, scratch.ids.data(), values, listed);
+  float bound = *from;  // no unlisted quotient is above it
+  if (params.temperature != 1.0f) {
+    if (cpu::divide(values, listed, params.temperature) >= 0) return kNoInputDraw;  // +inf
+    cpu::divide(&bound, 1, params.temperature);
+  }
+  const auto above = std::count_if(values, values + listed, [bound](float v) { return v > bound; });
+  if (static_cast<size_t>(above) < k) return kNoInputDraw;
+  return draw_over_top_k(listed, kth_listed(scratch, listed, k), params, u, scratch);
 }
 
 }  // namespace
@@ -911,7 +960,8 @@ TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const Draw
 // range are listed, as draw_min_p_by_maxima lists the working row: the same list, so the same
 // token. What this declines (an entry in the range, or over a quarter of the blocks by bounds,
 // which count no fewer than the working row's maxima) the steps decide, as draw_by_softmax does
-// over the working row, where declining changes no token either.
+// over the working row, where declining changes no token either. Top-k without min_p (then
+// top-p) lists its candidates from the caller's row (draw_top_k_from_penalised_row).
 TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const DrawParams& params,
                                    double u, SortScratch scratch, RawRowSummary* summary,
                                    const ParallelFor& parallel) {
@@ -919,7 +969,17 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   const size_t block = block_size(n);
   const bool min_p_alone =
       params.min_p > 0.0f && params.top_k >= n && !(params.apply_top_p && params.top_p < 1.0f);
+  const bool top_k =
+      params.min_p == 0.0f && top_k_group_size(size, 2 * params.top_k) > 0 && row.lower != nullptr;
   if (summary != nullptr) summary->known = false;
+  if (top_k) {
+    if (summary != nullptr) {
+      summary->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
+                                                  summary, parallel);
+      if (!summary->known) return kNoInputDraw;
+    }
+    return draw_top_k_from_penalised_row(row, size, params, u, scratch, parallel);
+  }
   if (!min_p_alone || !min_p_by_maxima_fits(size, params.min_p)) return kNoInputDraw;  // unread
   BlockMaxima caller_maxima;
   const BlockMaxima* bounds = &caller_maxima;

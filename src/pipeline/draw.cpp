@@ -6,10 +6,10 @@
 // steps 7b-e in passes that write no row: over the caller's row when steps 3-6 leave it alone
 // (steps 2-7 in one read or two), else over the working row after step 6. A row that only step 6
 // edits, lowering entries, may skip the working row: draw_from_penalised_input reads the caller's
-// row and penalises only the blocks the draw needs, for the same token. Whether a batch reads
-// processed logprobs is batch-wide, so the same row may come to step 7 with them: it is then
-// drawn by the same draw_from_input over its divided working row, before step 7c-d mask it for
-// the logprobs. Only when draw_from_input declines does the row draw after steps 7b-d.
+// row and penalises only the blocks or the listed entries the draw needs, for the same token.
+// Whether a batch reads processed logprobs is batch-wide, so the same row may come to step 7 with
+// them: it is then drawn by the same draw_from_input over its divided working row, before step 7c-d
+// mask it for the logprobs. Only when draw_from_input declines does the row draw after steps 7b-d.
 // A row's token never depends on whether its companions ask for logprobs: the backend's input
 // draw and its steps agree only up to rounding.
 #include <optional>
@@ -52,6 +52,16 @@ bool draw_from(RowStep& row, const void* src, DType dtype, float temperature,
   return true;
 }
 
+// A PenalisedRow's context: step 6's blocks, set up at the first read.
+struct PenalisedStep {
+  RowStep& row;
+  std::optional<PenalisedBlocks> penalised;
+  PenalisedBlocks& blocks() {
+    if (!penalised) penalised.emplace(row, static_cast<size_t>(kPenalisedBlock));
+    return *penalised;
+  }
+};
+
 }  // namespace
 
 bool draw_token_from_input(RowStep& row) {
@@ -64,17 +74,15 @@ bool draw_token_from_penalised_input(RowStep& row) {
   if (!random_penalised_from_callers_row(row.plan, row.request)) return false;
   // Step 6's blocks are set up at the backend's first read: one that declines unread costs
   // nothing.
-  struct Blocks {
-    RowStep& row;
-    std::optional<PenalisedBlocks> penalised;
-  } blocks{row, std::nullopt};
+  PenalisedStep blocks{row, std::nullopt};
   auto read = [](void* context, int64_t start, int64_t count, float* out) {
-    Blocks& b = *static_cast<Blocks*>(context);
-    if (!b.penalised) b.penalised.emplace(b.row, static_cast<size_t>(kPenalisedBlock));
-    b.penalised->read(start, count, out);
+    static_cast<PenalisedStep*>(context)->blocks().read(start, count, out);
+  };
+  auto lower = [](void* context, const int32_t* ids, float* values, size_t count) {
+    static_cast<PenalisedStep*>(context)->blocks().lower_listed(ids, values, count);
   };
   const TokenId token = row.backend.draw_from_penalised_input(
-      PenalisedRow{row.input_row(), row.input.dtype, &blocks, read}, row.vocab_size(),
+      PenalisedRow{row.input_row(), row.input.dtype, &blocks, read, lower}, row.vocab_size(),
       draw_params(row, row.sampling.temperature), uniform_open(row.seed, row.stream_step()),
       row.scratch.sort(), row.plan.needs_raw_softmax() ? &row.scratch.raw_summary : nullptr,
       row.split);

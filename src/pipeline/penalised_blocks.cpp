@@ -183,4 +183,73 @@ void PenalisedBlocks::penalise_kept(int64_t start, int64_t count, float* out) co
   counted.flush();
 }
 
+// A list of a few hundred entries (top-k's candidates) against a history of thousands: a filter
+// of 4096 bits by id passes each token that may be listed (about one in twenty), and a binary
+// search of the ids confirms it. Then repetition over the entries seen, frequency and presence
+// over the counted ones, as penalise_tokens applies them to a block. A RequestBatch row's entries
+// are distinct in its seen bitmap and counts; a stateless row's hits are noted once per
+// occurrence in the scratch's token counts (index, 1 if counted), sorted and merged per entry.
+void PenalisedBlocks::lower_listed(const int32_t* ids, float* values, size_t count) {
+  constexpr uint32_t kFilterBits = 4096;
+  std::array<uint64_t, kFilterBits / 64> filter{};
+  const auto bit = [](TokenId id) { return static_cast<uint32_t>(id) % kFilterBits; };
+  for (size_t i = 0; i < count; ++i) filter[bit(ids[i]) / 64] |= uint64_t{1} << (bit(ids[i]) % 64);
+  // The index of id in the list, or -1.
+  const auto listed_at = [&](TokenId id) -> int64_t {
+    if (((filter[bit(id) / 64] >> (bit(id) % 64)) & 1) == 0) return -1;
+    const int32_t* at = std::lower_bound(ids, ids + count, id);
+    return at != ids + count && *at == id ? at - ids : -1;
+  };
+  const RequestParams& p = row_.params();
+  const bool repeats = p.repetition_penalty != 1.0f;
+  const bool counts = p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  if (row_.has_kept_counts) {
+    if (repeats) {
+      Batched repeated(row_.backend, values, p.repetition_penalty, 0.0f, 0.0f);
+      for (size_t i = 0; i < count; ++i) {
+        const auto id = static_cast<size_t>(ids[i]);
+        if ((row_.kept_seen[id / 64] >> (id % 64)) & 1)
+          repeated.add({static_cast<TokenId>(i), 0, true});
+      }
+      repeated.flush();
+    }
+    if (!counts) return;
+    Batched counted(row_.backend, values, 1.0f, p.frequency_penalty, p.presence_penalty);
+    for (const TokenCount& c : row_.kept_output_counts)
+      if (const int64_t at = listed_at(c.token_id); at >= 0)
+        counted.add({static_cast<TokenId>(at), c.output_count, false});
+    counted.flush();
+    return;
+  }
+  std::vector<TokenCount>& hits = row_.scratch.token_counts;  // reserved for prompt and history
+  hits.clear();
+  const auto note = [&](TokenId id, int32_t counted) {
+    if (const int64_t at = listed_at(id); at >= 0)
+      hits.push_back({static_cast<TokenId>(at), counted, false});
+  };
+  const History history = row_.history();
+  for (TokenId id : row_.request.prompt_token_ids) note(id, 0);
+  for (size_t i = 0; i < history.size(); ++i) note(history[i], 1);
+  std::sort(hits.begin(), hits.end(),
+            [](const TokenCount& a, const TokenCount& b) { return a.token_id < b.token_id; });
+  size_t distinct = 0;  // merged in place: one per entry, its counts summed
+  for (size_t k = 0; k < hits.size(); ++k) {
+    if (distinct > 0 && hits[distinct - 1].token_id == hits[k].token_id)
+      hits[distinct - 1].output_count += hits[k].output_count;
+    else
+      hits[distinct++] = hits[k];
+  }
+  hits.resize(distinct);
+  if (repeats) {
+    Batched repeated(row_.backend, values, p.repetition_penalty, 0.0f, 0.0f);
+    for (const TokenCount& c : hits) repeated.add({c.token_id, 0, true});
+    repeated.flush();
+  }
+  if (!counts) return;
+  Batched counted(row_.backend, values, 1.0f, p.frequency_penalty, p.presence_penalty);
+  for (const TokenCount& c : hits)
+    if (c.output_count > 0) counted.add({c.token_id, c.output_count, false});
+  counted.flush();
+}
+
 }  // namespace lastmile::detail

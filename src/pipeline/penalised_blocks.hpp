@@ -31,6 +31,10 @@ class PenalisedBlocks {
   // leave them. One thread at a time: a read may bucket the row's tokens.
   void read(int64_t start, int64_t count, float* out);
 
+  // Step 6 on listed entries of the row (PenalisedRow::lower): values[i], entry ids[i] of the
+  // caller's float32 view, ids ascending, as step 6 leaves it. Uses the scratch's token counts.
+  void lower_listed(const int32_t* ids, float* values, size_t count);
+
   // Reads that scan the prompt and history before they are bucketed.
   static constexpr int kScannedReads = 2;
 

@@ -1519,6 +1519,87 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
   EXPECT_GT(declined, 2000);
 }
 
+// Top-k (then top-p) from a penalised row lists its candidates from the caller's row and lowers
+// them through PenalisedRow::lower: its token must be draw_from_input's over the working row
+// whenever it answers. LLM-shaped rows (a body and 40 lifted tokens); the working row lowers the
+// largest 3, 60 of the largest 100 (most candidates drop: it must decline, or still be right),
+// or 200 at random; top-k 1, 20 and 50, with top-p 0.9 or not, temperatures 1 and 0.7; some rows
+// hold ties among the largest. A row with NaN is declined (the steps report it).
+TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
+  std::mt19937_64 rng(23);
+  Scratch a(cpu()), b(oracle());
+  int answered = 0, declined = 0;
+  for (int trial = 0; trial < 90; ++trial) {
+    const int64_t n = trial % 2 == 0 ? 40000 : 128256;
+    std::vector<float> src(static_cast<size_t>(n));
+    std::normal_distribution<float> body(0.0f, 2.5f);
+    for (float& v : src) v = body(rng);
+    for (int i = 0; i < 40; ++i)
+      src[rng() % n] += std::uniform_real_distribution<float>(6.0f, 16.0f)(rng);
+    if (trial % 5 == 0)  // ties among the largest
+      for (int i = 0; i < 6; ++i) src[rng() % n] = 25.0f;
+    std::vector<int64_t> order(src.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 100, order.end(),
+                      [&](int64_t x, int64_t y) { return src[x] > src[y]; });
+    std::vector<float> working = src;
+    std::uniform_real_distribution<float> drop(0.5f, 8.0f);
+    const int kind = trial % 3;
+    const int lowered = kind == 0 ? 3 : kind == 1 ? 60 : 200;
+    for (int i = 0; i < lowered; ++i) {
+      const int64_t id = kind == 0   ? order[i]
+                         : kind == 1 ? order[rng() % 100]
+                                     : static_cast<int64_t>(rng() % n);
+      working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
+      working[id] -= drop(rng);
+    }
+    struct Rows {
+      const std::vector<float>& working;
+      int lowered_lists = 0;
+    } rows{working};
+    const lastmile::detail::PenalisedRow row{
+        src.data(), lastmile::DType::f32, &rows,
+        [](void* context, int64_t start, int64_t count, float* out) {
+          const auto& w = static_cast<Rows*>(context)->working;
+          std::copy(w.begin() + start, w.begin() + start + count, out);
+        },
+        [](void* context, const int32_t* ids, float* values, size_t count) {
+          auto& r = *static_cast<Rows*>(context);
+          ++r.lowered_lists;
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_TRUE(i == 0 || ids[i - 1] < ids[i]) << "ids ascending";
+            values[i] = r.working[static_cast<size_t>(ids[i])];
+          }
+        }};
+    lastmile::detail::DrawParams params;
+    const int64_t top_ks[] = {1, 20, 50};
+    params.top_k = top_ks[trial / 3 % 3];
+    params.temperature = trial % 4 < 2 ? 1.0f : 0.7f;
+    params.apply_top_p = trial % 2 == 0;
+    params.top_p = 0.9f;
+    for (int k = 0; k < 6; ++k) {
+      const double u = (k + 0.5) / 6;
+      const TokenId fast =
+          cpu().draw_from_penalised_input(row, n, params, u, a.get(src.size()), nullptr, kSerial);
+      if (fast == lastmile::detail::kNoInputDraw) {
+        ++declined;
+        continue;
+      }
+      ++answered;
+      ASSERT_EQ(fast, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
+                                            b.get(src.size()), kSerial))
+          << "trial " << trial << " u " << u << " top_k " << params.top_k;
+    }
+    EXPECT_GT(rows.lowered_lists, 0) << "trial " << trial;
+    src[static_cast<size_t>(order[50])] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_EQ(
+        cpu().draw_from_penalised_input(row, n, params, 0.5, a.get(src.size()), nullptr, kSerial),
+        lastmile::detail::kNoInputDraw);
+  }
+  EXPECT_GT(answered, 400);
+  EXPECT_GT(declined, 10);
+}
+
 // A Sampler's config for `rows` rows of `vocab` on `backend`.
 lastmile::SamplerConfig backend_config(int64_t vocab, int64_t rows, lastmile::BackendKind backend) {
   lastmile::SamplerConfig config;
@@ -1778,6 +1859,77 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
   }
 }
 
+// Penalised top-k rows (then top-p on some) list their candidates from the caller's row and
+// lower them through PenalisedBlocks::lower_listed, in raw-mode batches and in batches without
+// logprobs; processed logprobs read the working row, so the steps draw it there. The tokens must
+// be the same in all three, fp32 and bf16, over several seeds. The largest tokens sit in the
+// prompt (repetition only, some twice), the output (counted 1-3 times) and the drafts (counted
+// only when predicting the bonus token), so lowering them changes which survive top-k.
+TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
+  std::mt19937_64 rng(35);
+  for (int trial = 0; trial < 8; ++trial) {
+    const int64_t vocab = trial % 4 == 0 ? 128256 : 30000 + static_cast<int64_t>(rng() % 5000);
+    const int rows = 12;
+    PenalisedBatch data(vocab, rows);
+    lastmile::Batch& batch = data.batch;
+    batch.predict_bonus_token = trial % 2 == 0;
+    std::vector<std::vector<lastmile::TokenId>> prompts(rows), drafts(rows);
+    std::normal_distribution<float> body(0.0f, 2.5f);
+    for (int r = 0; r < rows; ++r) {
+      float* row = data.row(r);
+      for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
+      for (int i = 0; i < 40; ++i)
+        row[rng() % vocab] += std::uniform_real_distribution<float>(6.0f, 16.0f)(rng);
+      const std::vector<int64_t> order = data.largest(r, 12);
+      std::vector<lastmile::TokenId>& output = data.histories[r];
+      for (int i = 0; i < 80; ++i) {
+        output.push_back(static_cast<lastmile::TokenId>(rng() % vocab));
+        prompts[r].push_back(static_cast<lastmile::TokenId>(rng() % vocab));
+      }
+      for (int i = 0; i < 8; ++i) {
+        const auto id = static_cast<lastmile::TokenId>(order[static_cast<size_t>(i)]);
+        switch ((i + r) % 4) {
+          case 0:
+            prompts[r].insert(prompts[r].end(), {id, id});
+            break;
+          case 1:
+            drafts[r].push_back(id);
+            break;
+          default:
+            for (uint64_t k = 0; k <= rng() % 3; ++k) output.push_back(id);
+        }
+      }
+      std::shuffle(output.begin(), output.end(), rng);
+      lastmile::BatchRequest& request = batch.requests.emplace_back();
+      request.prompt_token_ids = prompts[r];
+      request.output_token_ids = output;
+      request.spec_token_ids = drafts[r];
+      lastmile::RequestParams& p = request.params;
+      p.temperature = r % 3 == 0 ? 1.0f : 0.7f;
+      p.top_k = std::array<int64_t, 4>{2, 5, 20, 50}[static_cast<size_t>(r % 4)];
+      if (r % 2 == 1) p.top_p = 0.9f;
+      p.repetition_penalty = r % 5 == 0 ? 1.0f : 1.5f;
+      p.frequency_penalty = r % 3 == 1 ? 0.0f : 1.5f;
+      p.presence_penalty = 1.0f;
+    }
+    const lastmile::LogitsView view = data.view(trial % 2 == 1);
+    lastmile::Sampler sampler(backend_config(vocab, rows, lastmile::BackendKind::cpu));
+    for (uint64_t seeds = 0; seeds < 4; ++seeds) {
+      for (int r = 0; r < rows; ++r) batch.requests[r].params.seed = 1000 * seeds + r;
+      auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
+        batch.num_logprobs.reset();
+        if (mode) batch.num_logprobs = 3;
+        batch.logprobs_mode = mode;
+        const lastmile::SamplerOutput& out = sampler.sample(view, batch);
+        return std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+      };
+      const std::vector<TokenId> working = tokens(lastmile::LogprobsMode::processed_logprobs);
+      EXPECT_EQ(tokens(lastmile::LogprobsMode::raw_logprobs), working) << "trial " << trial;
+      EXPECT_EQ(tokens(std::nullopt), working) << "trial " << trial;
+    }
+  }
+}
+
 // The same rows from a RequestBatch, whose kept seen bitmap and output counts the penalised
 // blocks read instead of counting the history: step by step, its tokens (raw logprobs: the
 // blocks path) must be those of a Sampler that reads the working row (processed logprobs), given
@@ -1835,6 +1987,69 @@ TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsTok
   }
   // The head was drawn again and again: its tokens' counts grew past 1.
   for (int r = 0; r < kRows; ++r)
+    EXPECT_GT(std::count_if(outputs[r].begin(), outputs[r].end(),
+                            [&](lastmile::TokenId t) {
+                              return std::find(head.begin(), head.end(), t) != head.end();
+                            }),
+              kSteps / 2)
+        << "row " << r;
+}
+
+// Penalised top-k rows from a RequestBatch: lower_listed reads its kept seen bitmap and output
+// counts. Step by step, its tokens (raw logprobs: the listed path) must be those of a Sampler
+// that reads the working row (processed logprobs), given the same histories. A head of 8 tokens
+// that the draws keep picking, so their counts grow past 1 and the penalties reorder the head.
+TEST(CpuBackendProperty, PenalisedTopKRowsFromARequestBatchDrawTheWorkingRowsToken) {
+  constexpr int64_t kVocab = 40000;
+  constexpr int kRows = 4, kSteps = 24;
+  std::mt19937_64 rng(39);
+  std::vector<lastmile::TokenId> head;
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<lastmile::TokenId>(rng() % kVocab));
+  lastmile::SamplerConfig stateful_config =
+      backend_config(kVocab, kRows, lastmile::BackendKind::cpu);
+  stateful_config.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
+  lastmile::RequestBatch stateful(stateful_config);
+  lastmile::Sampler stateless(backend_config(kVocab, kRows, lastmile::BackendKind::cpu));
+  std::vector<lastmile::RequestParams> params(kRows);
+  std::vector<std::vector<lastmile::TokenId>> prompts(kRows), outputs(kRows);
+  for (int r = 0; r < kRows; ++r) {
+    lastmile::RequestParams& p = params[r];
+    p.seed = 91 + static_cast<uint64_t>(r);
+    p.temperature = r % 2 == 0 ? 1.0f : 0.8f;
+    p.top_k = r < 2 ? 4 : 12;
+    if (r % 2 == 1) p.top_p = 0.9f;
+    p.repetition_penalty = 1.2f;
+    p.frequency_penalty = 0.3f;
+    p.presence_penalty = 0.2f;
+    p.logprobs = 2;
+    prompts[r] = {head[static_cast<size_t>(r)], 5, 9};
+    stateful.add(std::array<const char*, kRows>{"r0", "r1", "r2", "r3"}[r], p, prompts[r]);
+  }
+  std::normal_distribution<float> body(0.0f, 1.0f);
+  for (int step = 0; step < kSteps; ++step) {
+    std::vector<float> logits(static_cast<size_t>(kRows * kVocab));
+    for (float& v : logits) v = body(rng);
+    for (int r = 0; r < kRows; ++r)
+      for (lastmile::TokenId id : head) logits[r * kVocab + id] = 10.0f + body(rng);
+    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+    lastmile::Batch batch;
+    batch.num_logprobs = 2;
+    batch.logprobs_mode = lastmile::LogprobsMode::processed_logprobs;
+    for (int r = 0; r < kRows; ++r) {
+      lastmile::BatchRequest& b = batch.requests.emplace_back();
+      b.params = params[r];
+      b.prompt_token_ids = prompts[r];
+      b.output_token_ids = outputs[r];
+    }
+    const lastmile::SamplerOutput& expected = stateless.sample(view, batch);
+    const lastmile::SamplerOutput& actual = stateful.step(view);
+    for (int r = 0; r < kRows; ++r) {
+      ASSERT_EQ(actual.sampled_token_ids[r], expected.sampled_token_ids[r])
+          << "step " << step << " row " << r;
+      outputs[r].push_back(expected.sampled_token_ids[r]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)  // the head was drawn again and again
     EXPECT_GT(std::count_if(outputs[r].begin(), outputs[r].end(),
                             [&](lastmile::TokenId t) {
                               return std::find(head.begin(), head.end(), t) != head.end();
