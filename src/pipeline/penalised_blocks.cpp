@@ -187,10 +187,11 @@ void PenalisedBlocks::penalise_kept(int64_t start, int64_t count, float* out) co
 // of 16384 bits by id (2 KB) passes each token that may be listed (one in 150 for the bench's
 // 110-entry lists), and a binary search of the ids confirms it. At 4096 bits one token in 37
 // passed, and each pass's binary search mispredicts: a top-k row of the bf16 mix took 120.4 us
-// instead of 117.1 (medians of five runs in turns). Then repetition over the entries seen, frequency and presence
-// over the counted ones, as penalise_tokens applies them to a block. A RequestBatch row's entries
-// are distinct in its seen bitmap and counts; a stateless row's hits are noted once per
-// occurrence in the scratch's token counts (index, 1 if counted), sorted and merged per entry.
+// instead of 117.1 (medians of five runs in turns). Then repetition over the entries seen,
+// frequency and presence over the counted ones, as penalise_tokens applies them to a block. A
+// RequestBatch row's entries are distinct in its seen bitmap and counts; a stateless row's hits
+// are noted once per occurrence in the scratch's token counts (index, 1 if counted), sorted and
+// merged per entry.
 void PenalisedBlocks::lower_listed(const int32_t* ids, float* values, size_t count) {
   constexpr uint32_t kFilterBits = 16384;
   std::array<uint64_t, kFilterBits / 64> filter{};
