@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 
 #include "backend.hpp"
 #include "cpu/input_draw.hpp"
@@ -1432,6 +1433,23 @@ TEST(CpuBackendProperty, DrawFromInputMinPOnLlmRowsEqualsTheOraclesSteps) {
   }
 }
 
+// A token of draw_from_penalised_input's with uniform u: kNoInputDraw (declined, counted) or
+// draw_from_input's over the working row with the same u (answered, counted).
+void expect_the_working_rows_draw(TokenId fast, const std::vector<float>& working,
+                                  const lastmile::detail::DrawParams& params, double u,
+                                  Scratch& scratch, int* answered, int* declined,
+                                  const std::string& where) {
+  if (fast == lastmile::detail::kNoInputDraw) {
+    ++*declined;
+    return;
+  }
+  ++*answered;
+  const auto n = static_cast<int64_t>(working.size());
+  EXPECT_EQ(fast, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
+                                        scratch.get(working.size()), kSerial))
+      << where << " u " << u << " top_k " << params.top_k << " min_p " << params.min_p;
+}
+
 // draw_from_penalised_input reads a working row only through its blocks, bounded by the caller's
 // row: its token must be draw_from_input's over that working row whenever it answers. Caller's
 // rows with a head of 3 or 30 tokens, or flat; the working row lowers 200 entries, the largest few
@@ -1498,14 +1516,8 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
           EXPECT_EQ(summary.values.max, expected.values.max);
           EXPECT_EQ(summary.values.log_sum, expected.values.log_sum);
         }
-        if (fast == lastmile::detail::kNoInputDraw) {
-          ++declined;
-          continue;
-        }
-        ++answered;
-        ASSERT_EQ(fast, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
-                                              b.get(src.size()), kSerial))
-            << "trial " << trial << " u " << u << " min_p " << params.min_p;
+        expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined,
+                                     "trial " + std::to_string(trial));
       }
     }
     reads = 0;
@@ -1581,14 +1593,8 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
       const double u = (k + 0.5) / 6;
       const TokenId fast =
           cpu().draw_from_penalised_input(row, n, params, u, a.get(src.size()), nullptr, kSerial);
-      if (fast == lastmile::detail::kNoInputDraw) {
-        ++declined;
-        continue;
-      }
-      ++answered;
-      ASSERT_EQ(fast, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
-                                            b.get(src.size()), kSerial))
-          << "trial " << trial << " u " << u << " top_k " << params.top_k;
+      expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined,
+                                   "trial " + std::to_string(trial));
     }
     EXPECT_GT(rows.lowered_lists, 0) << "trial " << trial;
     src[static_cast<size_t>(order[50])] = std::numeric_limits<float>::quiet_NaN();
@@ -1805,6 +1811,24 @@ TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
   }
 }
 
+// The batch's tokens with processed logprobs (the steps draw the working row), with raw logprobs
+// (3) and with none (the penalised rows' input paths, with the raw summary and without): the
+// same in all three.
+void expect_the_same_tokens_in_every_mode(lastmile::Sampler& sampler,
+                                          const lastmile::LogitsView& view, lastmile::Batch& batch,
+                                          int trial) {
+  auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
+    batch.num_logprobs.reset();
+    if (mode) batch.num_logprobs = 3;
+    batch.logprobs_mode = mode;
+    const lastmile::SamplerOutput& out = sampler.sample(view, batch);
+    return std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+  };
+  const std::vector<TokenId> working = tokens(lastmile::LogprobsMode::processed_logprobs);
+  EXPECT_EQ(tokens(lastmile::LogprobsMode::raw_logprobs), working) << "trial " << trial;
+  EXPECT_EQ(tokens(std::nullopt), working) << "trial " << trial;
+}
+
 // A random row that only penalties edit draws from the caller's row and its penalised blocks in
 // raw-mode batches (with the raw summary) and in batches without logprobs (block maxima), with
 // no working row; processed logprobs read the working row, so the steps draw it there. The
@@ -1844,18 +1868,8 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
       p.frequency_penalty = r % 3 == 1 ? 0.0f : 0.4f;
       p.presence_penalty = 0.3f;
     }
-    const lastmile::LogitsView view = data.view(trial % 2 == 1);
     lastmile::Sampler sampler(backend_config(vocab, rows, lastmile::BackendKind::cpu));
-    auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
-      batch.num_logprobs.reset();
-      if (mode) batch.num_logprobs = 3;
-      batch.logprobs_mode = mode;
-      const lastmile::SamplerOutput& out = sampler.sample(view, batch);
-      return std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
-    };
-    const std::vector<TokenId> working = tokens(lastmile::LogprobsMode::processed_logprobs);
-    EXPECT_EQ(tokens(lastmile::LogprobsMode::raw_logprobs), working) << "trial " << trial;
-    EXPECT_EQ(tokens(std::nullopt), working) << "trial " << trial;
+    expect_the_same_tokens_in_every_mode(sampler, data.view(trial % 2 == 1), batch, trial);
   }
 }
 
@@ -1916,44 +1930,37 @@ TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
     lastmile::Sampler sampler(backend_config(vocab, rows, lastmile::BackendKind::cpu));
     for (uint64_t seeds = 0; seeds < 4; ++seeds) {
       for (int r = 0; r < rows; ++r) batch.requests[r].params.seed = 1000 * seeds + r;
-      auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
-        batch.num_logprobs.reset();
-        if (mode) batch.num_logprobs = 3;
-        batch.logprobs_mode = mode;
-        const lastmile::SamplerOutput& out = sampler.sample(view, batch);
-        return std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
-      };
-      const std::vector<TokenId> working = tokens(lastmile::LogprobsMode::processed_logprobs);
-      EXPECT_EQ(tokens(lastmile::LogprobsMode::raw_logprobs), working) << "trial " << trial;
-      EXPECT_EQ(tokens(std::nullopt), working) << "trial " << trial;
+      expect_the_same_tokens_in_every_mode(sampler, view, batch, trial);
     }
   }
 }
 
-// The same rows from a RequestBatch, whose kept seen bitmap and output counts the penalised
-// blocks read instead of counting the history: step by step, its tokens (raw logprobs: the
-// blocks path) must be those of a Sampler that reads the working row (processed logprobs), given
-// the same histories. A head of 8 tokens in block 1 and the last block (of one token), which the
-// draws keep picking, so counts grow past 1 and the max moves between blocks.
-TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsToken) {
-  constexpr int64_t kVocab = 16385;  // 9 blocks, the last of one token
+// Steps a RequestBatch of 4 penalised rows 24 times against a Sampler that reads the working row
+// (processed logprobs), given the same histories: the RequestBatch's rows take the penalised
+// input paths (raw logprobs), which read its kept seen bitmap and output counts instead of
+// counting the history, and their tokens must be the Sampler's at every step. Each step's logits
+// are N(0, 1) with `head` at 10 + N(0, 1) (from rng); sampling(r, p) sets row r's sampling
+// parameters; the penalties, 2 logprobs and a prompt holding head[r] are the same for all. The
+// draws keep picking the head, so its counts grow past 1: it must make over half of every row's
+// tokens.
+template <class Sampling>
+void expect_request_batch_draws_the_working_rows_tokens(int64_t vocab,
+                                                        const std::vector<lastmile::TokenId>& head,
+                                                        uint64_t seed, std::mt19937_64& rng,
+                                                        Sampling sampling) {
   constexpr int kRows = 4, kSteps = 24;
-  std::mt19937_64 rng(33);
-  std::vector<lastmile::TokenId> head;
-  for (int i = 0; i < 7; ++i) head.push_back(static_cast<lastmile::TokenId>(2048 + rng() % 2048));
-  head.push_back(kVocab - 1);  // two blocks reach the cut: the blocks path answers
   lastmile::SamplerConfig stateful_config =
-      backend_config(kVocab, kRows, lastmile::BackendKind::cpu);
+      backend_config(vocab, kRows, lastmile::BackendKind::cpu);
   stateful_config.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
   lastmile::RequestBatch stateful(stateful_config);
-  lastmile::Sampler stateless(backend_config(kVocab, kRows, lastmile::BackendKind::cpu));
+  lastmile::Sampler stateless(backend_config(vocab, kRows, lastmile::BackendKind::cpu));
   std::vector<lastmile::RequestParams> params(kRows);
   std::vector<std::vector<lastmile::TokenId>> prompts(kRows), outputs(kRows);
   for (int r = 0; r < kRows; ++r) {
     lastmile::RequestParams& p = params[r];
-    p.seed = 77 + static_cast<uint64_t>(r);
+    p.seed = seed + static_cast<uint64_t>(r);
     p.temperature = r % 2 == 0 ? 1.0f : 0.8f;
-    p.min_p = 0.05f;
+    sampling(r, p);
     p.repetition_penalty = 1.2f;
     p.frequency_penalty = 0.3f;
     p.presence_penalty = 0.2f;
@@ -1963,11 +1970,11 @@ TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsTok
   }
   std::normal_distribution<float> body(0.0f, 1.0f);
   for (int step = 0; step < kSteps; ++step) {
-    std::vector<float> logits(static_cast<size_t>(kRows * kVocab));
+    std::vector<float> logits(static_cast<size_t>(kRows * vocab));
     for (float& v : logits) v = body(rng);
     for (int r = 0; r < kRows; ++r)
-      for (lastmile::TokenId id : head) logits[r * kVocab + id] = 10.0f + body(rng);
-    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+      for (lastmile::TokenId id : head) logits[r * vocab + id] = 10.0f + body(rng);
+    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, vocab);
     lastmile::Batch batch;
     batch.num_logprobs = 2;
     batch.logprobs_mode = lastmile::LogprobsMode::processed_logprobs;
@@ -1985,7 +1992,6 @@ TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsTok
       outputs[r].push_back(expected.sampled_token_ids[r]);
     }
   }
-  // The head was drawn again and again: its tokens' counts grew past 1.
   for (int r = 0; r < kRows; ++r)
     EXPECT_GT(std::count_if(outputs[r].begin(), outputs[r].end(),
                             [&](lastmile::TokenId t) {
@@ -1995,67 +2001,30 @@ TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsTok
         << "row " << r;
 }
 
-// Penalised top-k rows from a RequestBatch: lower_listed reads its kept seen bitmap and output
-// counts. Step by step, its tokens (raw logprobs: the listed path) must be those of a Sampler
-// that reads the working row (processed logprobs), given the same histories. A head of 8 tokens
-// that the draws keep picking, so their counts grow past 1 and the penalties reorder the head.
+// The penalised min_p rows from a RequestBatch (the blocks path): a head of 8 tokens in block 1
+// and the last block (of one token), so the max moves between blocks.
+TEST(CpuBackendProperty, PenalisedMinPRowsFromARequestBatchDrawTheWorkingRowsToken) {
+  constexpr int64_t kVocab = 16385;  // 9 blocks, the last of one token
+  std::mt19937_64 rng(33);
+  std::vector<lastmile::TokenId> head;
+  for (int i = 0; i < 7; ++i) head.push_back(static_cast<lastmile::TokenId>(2048 + rng() % 2048));
+  head.push_back(kVocab - 1);  // two blocks reach the cut: the blocks path answers
+  expect_request_batch_draws_the_working_rows_tokens(
+      kVocab, head, 77, rng, [](int, lastmile::RequestParams& p) { p.min_p = 0.05f; });
+}
+
+// The penalised top-k rows from a RequestBatch (the listed path: lower_listed), two of them with
+// top-p: the penalties reorder the head as its counts grow.
 TEST(CpuBackendProperty, PenalisedTopKRowsFromARequestBatchDrawTheWorkingRowsToken) {
   constexpr int64_t kVocab = 40000;
-  constexpr int kRows = 4, kSteps = 24;
   std::mt19937_64 rng(39);
   std::vector<lastmile::TokenId> head;
   for (int i = 0; i < 8; ++i) head.push_back(static_cast<lastmile::TokenId>(rng() % kVocab));
-  lastmile::SamplerConfig stateful_config =
-      backend_config(kVocab, kRows, lastmile::BackendKind::cpu);
-  stateful_config.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
-  lastmile::RequestBatch stateful(stateful_config);
-  lastmile::Sampler stateless(backend_config(kVocab, kRows, lastmile::BackendKind::cpu));
-  std::vector<lastmile::RequestParams> params(kRows);
-  std::vector<std::vector<lastmile::TokenId>> prompts(kRows), outputs(kRows);
-  for (int r = 0; r < kRows; ++r) {
-    lastmile::RequestParams& p = params[r];
-    p.seed = 91 + static_cast<uint64_t>(r);
-    p.temperature = r % 2 == 0 ? 1.0f : 0.8f;
-    p.top_k = r < 2 ? 4 : 12;
-    if (r % 2 == 1) p.top_p = 0.9f;
-    p.repetition_penalty = 1.2f;
-    p.frequency_penalty = 0.3f;
-    p.presence_penalty = 0.2f;
-    p.logprobs = 2;
-    prompts[r] = {head[static_cast<size_t>(r)], 5, 9};
-    stateful.add(std::array<const char*, kRows>{"r0", "r1", "r2", "r3"}[r], p, prompts[r]);
-  }
-  std::normal_distribution<float> body(0.0f, 1.0f);
-  for (int step = 0; step < kSteps; ++step) {
-    std::vector<float> logits(static_cast<size_t>(kRows * kVocab));
-    for (float& v : logits) v = body(rng);
-    for (int r = 0; r < kRows; ++r)
-      for (lastmile::TokenId id : head) logits[r * kVocab + id] = 10.0f + body(rng);
-    const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
-    lastmile::Batch batch;
-    batch.num_logprobs = 2;
-    batch.logprobs_mode = lastmile::LogprobsMode::processed_logprobs;
-    for (int r = 0; r < kRows; ++r) {
-      lastmile::BatchRequest& b = batch.requests.emplace_back();
-      b.params = params[r];
-      b.prompt_token_ids = prompts[r];
-      b.output_token_ids = outputs[r];
-    }
-    const lastmile::SamplerOutput& expected = stateless.sample(view, batch);
-    const lastmile::SamplerOutput& actual = stateful.step(view);
-    for (int r = 0; r < kRows; ++r) {
-      ASSERT_EQ(actual.sampled_token_ids[r], expected.sampled_token_ids[r])
-          << "step " << step << " row " << r;
-      outputs[r].push_back(expected.sampled_token_ids[r]);
-    }
-  }
-  for (int r = 0; r < kRows; ++r)  // the head was drawn again and again
-    EXPECT_GT(std::count_if(outputs[r].begin(), outputs[r].end(),
-                            [&](lastmile::TokenId t) {
-                              return std::find(head.begin(), head.end(), t) != head.end();
-                            }),
-              kSteps / 2)
-        << "row " << r;
+  expect_request_batch_draws_the_working_rows_tokens(kVocab, head, 91, rng,
+                                                     [](int r, lastmile::RequestParams& p) {
+                                                       p.top_k = r < 2 ? 4 : 12;
+                                                       if (r % 2 == 1) p.top_p = 0.9f;
+                                                     });
 }
 
 TEST(CpuBackendProperty, SamplerGivesTheOraclesTokensAndLogprobs) {
