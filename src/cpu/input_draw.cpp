@@ -904,12 +904,13 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
 // The entries at or above m (2k at least, id order) are listed from the caller's row, lowered as
 // step 6 lowers them (PenalisedRow::lower) and divided. When k of them keep a quotient above m's,
 // the list holds the working row's k largest quotients and every entry that reaches the k-th:
-// the candidates and k-th that draw_top_k finds over the working row, so the same token. Else
-// (the history holds most of the largest) it declines, and the steps decide. The bench mix's
-// penalised top-k rows (152k bf16 logits, 2k-token histories, one thread) took 119 us each this
-// way, 169 through the steps (medians of five runs in turns). Listing the entries near the max
-// during the summary's read, instead of reading the group maxima again, took 135: the early
-// blocks' maxima lie far below the row's, so those blocks listed most of their entries.
+// the k-th and the survivors (id order, same quotients) that draw_top_k finds over the working
+// row, so the same top-p and the same token. Else (the history holds most of the largest) it
+// declines, and the steps decide. The bench mix's penalised top-k rows (152k bf16 logits, 2k-token
+// histories, one thread) took 119 us each this way, 169 through the steps (medians of five runs
+// in turns). Listing the entries near the max during the summary's read, instead of reading the
+// group maxima again, took 135: the early blocks' maxima lie far below the row's, so those blocks
+// listed most of their entries.
 TokenId draw_top_k_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,
                                       double u, SortScratch scratch, const ParallelFor& parallel) {
   const auto k = static_cast<size_t>(params.top_k);
