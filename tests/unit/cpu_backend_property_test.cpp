@@ -1531,6 +1531,38 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
   EXPECT_GT(declined, 2000);
 }
 
+// Lists lowered through working_row_of's rows (every test thread's: the tests run serially).
+int g_lowered_lists = 0;
+
+// A PenalisedRow over the caller's float32 row src whose working row after step 6 is `working`:
+// reads copy its blocks; lower checks that each listed value is the caller's entry (and the ids
+// ascending), then hands back the working row's.
+lastmile::detail::PenalisedRow working_row_of(const std::vector<float>& src,
+                                              const std::vector<float>& working) {
+  struct Rows {
+    const std::vector<float>* src;
+    const std::vector<float>* working;
+  };
+  static thread_local Rows rows;
+  rows = {&src, &working};
+  return {src.data(), lastmile::DType::f32, &rows,
+          [](void* context, int64_t start, int64_t count, float* out) {
+            const std::vector<float>& w = *static_cast<Rows*>(context)->working;
+            std::copy(w.begin() + start, w.begin() + start + count, out);
+          },
+          [](void* context, const int32_t* ids, float* values, size_t count) {
+            const Rows& r = *static_cast<Rows*>(context);
+            ++g_lowered_lists;
+            for (size_t i = 0; i < count; ++i) {
+              ASSERT_TRUE(i == 0 || ids[i - 1] < ids[i]) << "ids ascending";
+              const auto id = static_cast<size_t>(ids[i]);
+              ASSERT_EQ(std::bit_cast<uint32_t>(values[i]), std::bit_cast<uint32_t>((*r.src)[id]))
+                  << "the caller's entry " << id;
+              values[i] = (*r.working)[id];
+            }
+          }};
+}
+
 // Top-k (then top-p) from a penalised row lists its candidates from the caller's row and lowers
 // them through PenalisedRow::lower: its token must be draw_from_input's over the working row
 // whenever it answers. LLM-shaped rows (a body and 40 lifted tokens); the working row lowers the
@@ -1565,38 +1597,30 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
       working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
       working[id] -= drop(rng);
     }
-    struct Rows {
-      const std::vector<float>& working;
-      int lowered_lists = 0;
-    } rows{working};
-    const lastmile::detail::PenalisedRow row{
-        src.data(), lastmile::DType::f32, &rows,
-        [](void* context, int64_t start, int64_t count, float* out) {
-          const auto& w = static_cast<Rows*>(context)->working;
-          std::copy(w.begin() + start, w.begin() + start + count, out);
-        },
-        [](void* context, const int32_t* ids, float* values, size_t count) {
-          auto& r = *static_cast<Rows*>(context);
-          ++r.lowered_lists;
-          for (size_t i = 0; i < count; ++i) {
-            ASSERT_TRUE(i == 0 || ids[i - 1] < ids[i]) << "ids ascending";
-            values[i] = r.working[static_cast<size_t>(ids[i])];
-          }
-        }};
+    const lastmile::detail::PenalisedRow row = working_row_of(src, working);
     lastmile::detail::DrawParams params;
     const int64_t top_ks[] = {1, 20, 50};
     params.top_k = top_ks[trial / 3 % 3];
     params.temperature = trial % 4 < 2 ? 1.0f : 0.7f;
-    params.apply_top_p = trial % 2 == 0;
+    params.apply_top_p = trial % 7 < 4;
     params.top_p = 0.9f;
+    const int lowered_before = g_lowered_lists;
+    lastmile::detail::RawRowSummary summary, expected;
     for (int k = 0; k < 6; ++k) {
       const double u = (k + 0.5) / 6;
-      const TokenId fast =
-          cpu().draw_from_penalised_input(row, n, params, u, a.get(src.size()), nullptr, kSerial);
+      const bool summarised = k % 2 == 1;  // the raw summary learned on the way, or not asked
+      const TokenId fast = cpu().draw_from_penalised_input(
+          row, n, params, u, a.get(src.size()), summarised ? &summary : nullptr, kSerial);
+      if (summarised) {
+        ASSERT_TRUE(cpu().summarise_row(src.data(), lastmile::DType::f32, n, &expected, kSerial));
+        ASSERT_TRUE(summary.known) << "trial " << trial;
+        EXPECT_EQ(summary.values.max, expected.values.max);
+        EXPECT_EQ(summary.values.log_sum, expected.values.log_sum);
+      }
       expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined,
                                    "trial " + std::to_string(trial));
     }
-    EXPECT_GT(rows.lowered_lists, 0) << "trial " << trial;
+    EXPECT_GT(g_lowered_lists, lowered_before) << "trial " << trial;
     src[static_cast<size_t>(order[50])] = std::numeric_limits<float>::quiet_NaN();
     EXPECT_EQ(
         cpu().draw_from_penalised_input(row, n, params, 0.5, a.get(src.size()), nullptr, kSerial),
@@ -1604,6 +1628,41 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
   }
   EXPECT_GT(answered, 400);
   EXPECT_GT(declined, 10);
+}
+
+// The bound is strict: with T != 1 an unlisted entry just below the bound m can have m's own
+// quotient. Top-k 1 at T 1.1 over a row of zeros with two entries at m (the 2nd largest group
+// max), one lowered below it, and an unlisted entry at the float below m whose quotient rounds to
+// m's: only that entry and the unlowered one tie for the top, so the draw must keep both (the
+// working row's draw does), or decline. Counting quotients equal to the bound's as above it keeps
+// only the listed one.
+TEST(CpuBackendProperty, PenalisedTopKBoundIsStrictUnderTheDivision) {
+  const float t = 1.1f;
+  float m = 5.0f;  // in [4.4, 8), m / 1.1's floats are coarser than the inputs': a collision
+  while ((std::nextafter(m, 0.0f) / t) != (m / t)) m = std::nextafter(m, 8.0f);
+  ASSERT_LT(m, 8.0f);
+  const int64_t n = 4096;  // 64 groups of 64
+  std::vector<float> src(static_cast<size_t>(n), 0.0f);
+  src[10] = std::nextafter(m, 0.0f);  // unlisted (below m), the lowest id of the tie
+  src[200] = m;                       // listed, kept
+  src[300] = m;                       // listed, lowered
+  std::vector<float> working = src;
+  working[300] = 1.0f;
+  const lastmile::detail::PenalisedRow row = working_row_of(src, working);
+  lastmile::detail::DrawParams params;
+  params.top_k = 1;
+  params.temperature = t;
+  Scratch a(cpu()), b(oracle());
+  int answered = 0, declined = 0;
+  for (const double u : {0.25, 0.75}) {  // the working row's draw: token 10, then 200
+    const TokenId fast =
+        cpu().draw_from_penalised_input(row, n, params, u, a.get(src.size()), nullptr, kSerial);
+    expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined, "u");
+  }
+  EXPECT_EQ(cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, 0.25,
+                                  b.get(src.size()), kSerial),
+            10);
+  EXPECT_EQ(declined, 2);  // only the quotient at the bound is above it: fewer than k
 }
 
 // A Sampler's config for `rows` rows of `vocab` on `backend`.
@@ -1933,6 +1992,52 @@ TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
       expect_the_same_tokens_in_every_mode(sampler, view, batch, trial);
     }
   }
+}
+
+// lower_listed must give step 6's bits: token A (in the prompt, and twice in the output) is
+// lowered to exactly the value of token B, computed by the backend's penalties as step 6 applies
+// them, so top-k 1 keeps both and the draw picks either by u. A bit off and one of them alone
+// would survive. The listed path (raw logprobs) must draw the steps' tokens (processed logprobs),
+// and both tokens must come up over the seeds, at temperatures 1 and 0.8.
+TEST(CpuBackendProperty, PenalisedTopKListIsLoweredToStepSixsBits) {
+  constexpr int64_t kVocab = 40000;
+  constexpr int kRows = 8;
+  constexpr TokenId kA = 100, kB = 101, kC = 5000;  // A and B share a group: C bounds the list
+  const float repetition = 1.3f, frequency = 0.2f, presence = 0.1f;
+  float b = 9.1f;
+  const std::vector<lastmile::detail::TokenCount> seen = {{0, 0, true}}, counted = {{0, 2, false}};
+  cpu().apply_penalties(&b, seen, repetition, 0.0f, 0.0f);  // as lower_listed and step 6 do
+  cpu().apply_penalties(&b, counted, 1.0f, frequency, presence);
+  ASSERT_GT(b, 5.0f);
+  std::vector<float> logits(static_cast<size_t>(kRows * kVocab), 0.0f);
+  for (int r = 0; r < kRows; ++r) {
+    logits[r * kVocab + kA] = 9.1f;
+    logits[r * kVocab + kB] = b;
+    logits[r * kVocab + kC] = 5.0f;
+  }
+  const std::vector<TokenId> prompt = {kA, 7}, output = {kA, 9, kA};
+  lastmile::Batch batch;
+  for (int r = 0; r < kRows; ++r) {
+    lastmile::BatchRequest& request = batch.requests.emplace_back();
+    request.prompt_token_ids = prompt;
+    request.output_token_ids = output;
+    lastmile::RequestParams& p = request.params;
+    p.temperature = r % 2 == 0 ? 1.0f : 0.8f;
+    p.top_k = 1;
+    p.repetition_penalty = repetition;
+    p.frequency_penalty = frequency;
+    p.presence_penalty = presence;
+  }
+  lastmile::Sampler sampler(backend_config(kVocab, kRows, lastmile::BackendKind::cpu));
+  const auto view = lastmile::LogitsView::f32(logits.data(), kRows, kVocab);
+  std::set<TokenId> drawn;
+  for (uint64_t seeds = 0; seeds < 8; ++seeds) {
+    for (int r = 0; r < kRows; ++r) batch.requests[r].params.seed = 100 * seeds + r;
+    expect_the_same_tokens_in_every_mode(sampler, view, batch, static_cast<int>(seeds));
+    const lastmile::SamplerOutput& out = sampler.sample(view, batch);
+    drawn.insert(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+  }
+  EXPECT_EQ(drawn, (std::set<TokenId>{kA, kB}));
 }
 
 // Steps a RequestBatch of 4 penalised rows 24 times against a Sampler that reads the working row
