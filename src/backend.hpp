@@ -239,10 +239,10 @@ class Backend {
 
   // draw_from_input over a random row's working row after step 6 when only step 6 edits it,
   // lowering entries (repetition >= 1, frequency and presence >= 0), read through `row`'s blocks
-  // instead: the same token, or kNoInputDraw when the backend has no such path for these
-  // parameters, or the row holds NaN / +inf, or the division makes one (the caller then runs the
-  // steps, which report it). With `summary`, also what summarise_row learns of the caller's row
-  // (known false when not learned), which step 2 then need not learn again.
+  // or lowered through its list instead: the same token, or kNoInputDraw when the backend has no
+  // such path for these parameters, or the row holds NaN / +inf, or the division makes one (the
+  // caller then runs the steps, which report it). With `summary`, also what summarise_row learns of
+  // the caller's row (known false when not learned), which step 2 then need not learn again.
   virtual TokenId draw_from_penalised_input(const PenalisedRow& row, int64_t n,
                                             const DrawParams& params, double u, SortScratch scratch,
                                             RawRowSummary* summary,
