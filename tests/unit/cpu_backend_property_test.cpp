@@ -1433,20 +1433,64 @@ TEST(CpuBackendProperty, DrawFromInputMinPOnLlmRowsEqualsTheOraclesSteps) {
   }
 }
 
-// A token of draw_from_penalised_input's with uniform u: kNoInputDraw (declined, counted) or
-// draw_from_input's over the working row with the same u (answered, counted).
-void expect_the_working_rows_draw(TokenId fast, const std::vector<float>& working,
+// Blocks read and lists lowered through working_row_of's rows (the tests run serially).
+int g_working_reads = 0, g_lowered_lists = 0;
+
+// A PenalisedRow over the caller's float32 row src whose working row after step 6 is `working`:
+// reads copy its blocks; lower checks that each listed value is the caller's entry (and the ids
+// ascending), then hands back the working row's.
+lastmile::detail::PenalisedRow working_row_of(const std::vector<float>& src,
+                                              const std::vector<float>& working) {
+  struct Rows {
+    const std::vector<float>* src;
+    const std::vector<float>* working;
+  };
+  static thread_local Rows rows;
+  rows = {&src, &working};
+  return {src.data(), lastmile::DType::f32, &rows,
+          [](void* context, int64_t start, int64_t count, float* out) {
+            const std::vector<float>& w = *static_cast<Rows*>(context)->working;
+            ++g_working_reads;
+            std::copy(w.begin() + start, w.begin() + start + count, out);
+          },
+          [](void* context, const int32_t* ids, float* values, size_t count) {
+            const Rows& r = *static_cast<Rows*>(context);
+            ++g_lowered_lists;
+            for (size_t i = 0; i < count; ++i) {
+              ASSERT_TRUE(i == 0 || ids[i - 1] < ids[i]) << "ids ascending";
+              const auto id = static_cast<size_t>(ids[i]);
+              ASSERT_EQ(std::bit_cast<uint32_t>(values[i]), std::bit_cast<uint32_t>((*r.src)[id]))
+                  << "the caller's entry " << id;
+              values[i] = (*r.working)[id];
+            }
+          }};
+}
+
+// draw_from_penalised_input over working_row_of(src, working) with uniform u, asking for the raw
+// summary or not: kNoInputDraw (declined, counted) or draw_from_input's token over the working
+// row with the same u (answered, counted); a summary asked for must be summarise_row's of src.
+void expect_the_working_rows_draw(const std::vector<float>& src, const std::vector<float>& working,
                                   const lastmile::detail::DrawParams& params, double u,
-                                  Scratch& scratch, int* answered, int* declined,
-                                  const std::string& where) {
+                                  bool summarised, Scratch& a, Scratch& b, int* answered,
+                                  int* declined, const std::string& where) {
+  const auto n = static_cast<int64_t>(src.size());
+  lastmile::detail::RawRowSummary summary, expected;
+  const TokenId fast =
+      cpu().draw_from_penalised_input(working_row_of(src, working), n, params, u, a.get(src.size()),
+                                      summarised ? &summary : nullptr, kSerial);
+  if (summarised) {
+    ASSERT_TRUE(cpu().summarise_row(src.data(), lastmile::DType::f32, n, &expected, kSerial));
+    ASSERT_TRUE(summary.known) << where;
+    EXPECT_EQ(summary.values.max, expected.values.max) << where;
+    EXPECT_EQ(summary.values.log_sum, expected.values.log_sum) << where;
+  }
   if (fast == lastmile::detail::kNoInputDraw) {
     ++*declined;
     return;
   }
   ++*answered;
-  const auto n = static_cast<int64_t>(working.size());
   EXPECT_EQ(fast, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
-                                        scratch.get(working.size()), kSerial))
+                                        b.get(src.size()), kSerial))
       << where << " u " << u << " top_k " << params.top_k << " min_p " << params.min_p;
 }
 
@@ -1493,74 +1537,20 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
       if (cut.masked_below < cut.kept_from) working[order[3]] = cut.masked_below;
       src[order[3]] = std::max(src[order[3]], working[order[3]]);
     }
-    int reads = 0;
-    auto read_working = [&](int64_t start, int64_t count, float* out) {
-      ++reads;
-      std::copy(working.begin() + start, working.begin() + start + count, out);
-    };
-    using Read = decltype(read_working);
-    const lastmile::detail::PenalisedRow row{
-        src.data(), lastmile::DType::f32, &read_working,
-        [](void* context, int64_t start, int64_t count, float* out) {
-          (*static_cast<Read*>(context))(start, count, out);
-        }};
-    lastmile::detail::RawRowSummary summary, expected;
-    for (const bool summarised : {false, true}) {
-      for (int k = 0; k < 8; ++k) {
-        const double u = (k + 0.5) / 8;
-        const TokenId fast = cpu().draw_from_penalised_input(
-            row, n, params, u, a.get(src.size()), summarised ? &summary : nullptr, kSerial);
-        if (summarised) {
-          ASSERT_TRUE(cpu().summarise_row(src.data(), lastmile::DType::f32, n, &expected, kSerial));
-          ASSERT_TRUE(summary.known) << "trial " << trial;
-          EXPECT_EQ(summary.values.max, expected.values.max);
-          EXPECT_EQ(summary.values.log_sum, expected.values.log_sum);
-        }
-        expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined,
-                                     "trial " + std::to_string(trial));
-      }
-    }
-    reads = 0;
+    for (const bool summarised : {false, true})
+      for (int k = 0; k < 8; ++k)
+        expect_the_working_rows_draw(src, working, params, (k + 0.5) / 8, summarised, a, b,
+                                     &answered, &declined, "trial " + std::to_string(trial));
+    const int reads = g_working_reads, lowered = g_lowered_lists;
     params.top_k = 50;  // min_p with top-k: not served
-    EXPECT_EQ(
-        cpu().draw_from_penalised_input(row, n, params, 0.5, a.get(src.size()), nullptr, kSerial),
-        lastmile::detail::kNoInputDraw);
-    EXPECT_EQ(reads, 0);
+    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
+                                              a.get(src.size()), nullptr, kSerial),
+              lastmile::detail::kNoInputDraw);
+    EXPECT_EQ(g_working_reads, reads);
+    EXPECT_EQ(g_lowered_lists, lowered);
   }
   EXPECT_GT(answered, 400);
   EXPECT_GT(declined, 2000);
-}
-
-// Lists lowered through working_row_of's rows (every test thread's: the tests run serially).
-int g_lowered_lists = 0;
-
-// A PenalisedRow over the caller's float32 row src whose working row after step 6 is `working`:
-// reads copy its blocks; lower checks that each listed value is the caller's entry (and the ids
-// ascending), then hands back the working row's.
-lastmile::detail::PenalisedRow working_row_of(const std::vector<float>& src,
-                                              const std::vector<float>& working) {
-  struct Rows {
-    const std::vector<float>* src;
-    const std::vector<float>* working;
-  };
-  static thread_local Rows rows;
-  rows = {&src, &working};
-  return {src.data(), lastmile::DType::f32, &rows,
-          [](void* context, int64_t start, int64_t count, float* out) {
-            const std::vector<float>& w = *static_cast<Rows*>(context)->working;
-            std::copy(w.begin() + start, w.begin() + start + count, out);
-          },
-          [](void* context, const int32_t* ids, float* values, size_t count) {
-            const Rows& r = *static_cast<Rows*>(context);
-            ++g_lowered_lists;
-            for (size_t i = 0; i < count; ++i) {
-              ASSERT_TRUE(i == 0 || ids[i - 1] < ids[i]) << "ids ascending";
-              const auto id = static_cast<size_t>(ids[i]);
-              ASSERT_EQ(std::bit_cast<uint32_t>(values[i]), std::bit_cast<uint32_t>((*r.src)[id]))
-                  << "the caller's entry " << id;
-              values[i] = (*r.working)[id];
-            }
-          }};
 }
 
 // Top-k (then top-p) from a penalised row lists its candidates from the caller's row and lowers
@@ -1597,7 +1587,6 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
       working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
       working[id] -= drop(rng);
     }
-    const lastmile::detail::PenalisedRow row = working_row_of(src, working);
     lastmile::detail::DrawParams params;
     const int64_t top_ks[] = {1, 20, 50};
     params.top_k = top_ks[trial / 3 % 3];
@@ -1605,26 +1594,14 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
     params.apply_top_p = trial % 7 < 4;
     params.top_p = 0.9f;
     const int lowered_before = g_lowered_lists;
-    lastmile::detail::RawRowSummary summary, expected;
-    for (int k = 0; k < 6; ++k) {
-      const double u = (k + 0.5) / 6;
-      const bool summarised = k % 2 == 1;  // the raw summary learned on the way, or not asked
-      const TokenId fast = cpu().draw_from_penalised_input(
-          row, n, params, u, a.get(src.size()), summarised ? &summary : nullptr, kSerial);
-      if (summarised) {
-        ASSERT_TRUE(cpu().summarise_row(src.data(), lastmile::DType::f32, n, &expected, kSerial));
-        ASSERT_TRUE(summary.known) << "trial " << trial;
-        EXPECT_EQ(summary.values.max, expected.values.max);
-        EXPECT_EQ(summary.values.log_sum, expected.values.log_sum);
-      }
-      expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined,
-                                   "trial " + std::to_string(trial));
-    }
+    for (int k = 0; k < 6; ++k)  // the raw summary learned on the way (odd k), or not asked
+      expect_the_working_rows_draw(src, working, params, (k + 0.5) / 6, k % 2 == 1, a, b, &answered,
+                                   &declined, "trial " + std::to_string(trial));
     EXPECT_GT(g_lowered_lists, lowered_before) << "trial " << trial;
     src[static_cast<size_t>(order[50])] = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_EQ(
-        cpu().draw_from_penalised_input(row, n, params, 0.5, a.get(src.size()), nullptr, kSerial),
-        lastmile::detail::kNoInputDraw);
+    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
+                                              a.get(src.size()), nullptr, kSerial),
+              lastmile::detail::kNoInputDraw);
   }
   EXPECT_GT(answered, 400);
   EXPECT_GT(declined, 10);
@@ -1648,17 +1625,13 @@ TEST(CpuBackendProperty, PenalisedTopKBoundIsStrictUnderTheDivision) {
   src[300] = m;                       // listed, lowered
   std::vector<float> working = src;
   working[300] = 1.0f;
-  const lastmile::detail::PenalisedRow row = working_row_of(src, working);
   lastmile::detail::DrawParams params;
   params.top_k = 1;
   params.temperature = t;
   Scratch a(cpu()), b(oracle());
   int answered = 0, declined = 0;
-  for (const double u : {0.25, 0.75}) {  // the working row's draw: token 10, then 200
-    const TokenId fast =
-        cpu().draw_from_penalised_input(row, n, params, u, a.get(src.size()), nullptr, kSerial);
-    expect_the_working_rows_draw(fast, working, params, u, b, &answered, &declined, "u");
-  }
+  for (const double u : {0.25, 0.75})  // the working row's draw: token 10, then 200
+    expect_the_working_rows_draw(src, working, params, u, false, a, b, &answered, &declined, "u");
   EXPECT_EQ(cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, 0.25,
                                   b.get(src.size()), kSerial),
             10);
