@@ -901,38 +901,28 @@ TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& pa
 
 // Top-k (then top-p) over a penalised row, from the caller's row and a list. Step 6 only lowers
 // entries, so an entry below the 2k-th largest of the caller's group maxima, m, stays below m.
-// The entries at or above m (2k at least, id order) are listed from the caller's row, lowered as
-// step 6 lowers them (PenalisedRow::lower) and divided. When k of them keep a quotient above m's,
-// the list holds the working row's k largest quotients and every entry that reaches the k-th:
-// the k-th and the survivors (id order, same quotients) that draw_top_k finds over the working
-// row, so the same top-p and the same token. Else (the history holds most of the largest) it
-// declines, and the steps decide. The bench mix's penalised top-k rows (152k bf16 logits, 2k-token
-// histories, one thread) took 119 us each this way, 169 through the steps (medians of five runs
-// in turns). Listing the entries near the max during the summary's read, instead of reading the
-// group maxima again, took 135: the early blocks' maxima lie far below the row's, so those blocks
-// listed most of their entries.
+// The entries at or above m (2k at least, id order) are listed from the caller's row, as
+// kth_largest_by_groups lists them for 2k, lowered as step 6 lowers them (PenalisedRow::lower)
+// and divided. When k of them keep a quotient above m's, the list holds the working row's k
+// largest quotients and every entry that reaches the k-th: the k-th and the survivors (id order,
+// same quotients) that draw_top_k finds over the working row, so the same top-p and the same
+// token. Else (the history holds most of the largest) it declines, and the steps decide. The
+// bench mix's penalised top-k rows (152k bf16 logits, 2k-token histories, one thread) took 119 us
+// each this way, 169 through the steps (medians of five runs in turns). Listing the entries near
+// the max during the summary's read, instead of reading the group maxima again, took 135: the
+// early blocks' maxima lie far below the row's, so those blocks listed most of their entries.
 TokenId draw_top_k_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,
                                       double u, SortScratch scratch, const ParallelFor& parallel) {
   const auto k = static_cast<size_t>(params.top_k);
-  const size_t group = top_k_group_size(n, 2 * params.top_k);
-  float maxima[kMaxGroups];
-  if (group == 0 || !quotient_block_maxima(row.src, row.dtype, n, 1.0f, group, maxima, parallel))
-    return kNoInputDraw;  // the steps report NaN / +inf
-  const auto groups = static_cast<int64_t>((n + group - 1) / group);
-  size_t listed_maxima = 0;
-  const std::optional<float> from = kth_largest(
-      groups, 2 * params.top_k, scratch, &listed_maxima, [&](int64_t g) { return maxima[g]; },
-      [&](float threshold) {
-        return cpu::compress_at_least(maxima, static_cast<size_t>(groups), threshold, false,
-                                      scratch.ids.data(), scratch.values.data());
-      });
-  if (!from || *from == kNegInf) return kNoInputDraw;  // a masked row: the steps
-  const size_t listed =
-      list_scaled_at_least(row.src, row.dtype, n, 1.0f, *from, scratch, parallel, {maxima, group});
-  if (listed == kNotListed) return kNoInputDraw;
+  size_t listed = 0;
+  float bound = kNegInf;  // m: every entry at or above it is listed
+  const std::optional<float> kth = kth_largest_by_groups(
+      row.src, row.dtype, n, 1.0f, 2 * params.top_k, scratch, &listed, parallel, &bound);
+  // Declined: NaN / +inf (the steps report it), or a masked row (fewer than 2k groups hold a
+  // finite entry: listed from the lowest float).
+  if (!kth || bound == std::numeric_limits<float>::lowest()) return kNoInputDraw;
   float* const values = scratch.values.data();
   row.lower(row.context, scratch.ids.data(), values, listed);
-  float bound = *from;  // no unlisted quotient is above it
   if (params.temperature != 1.0f) {
     if (cpu::divide(values, listed, params.temperature) >= 0) return kNoInputDraw;  // +inf
     cpu::divide(&bound, 1, params.temperature);
@@ -973,21 +963,17 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   const bool top_k =
       params.min_p == 0.0f && top_k_group_size(size, 2 * params.top_k) > 0 && row.lower != nullptr;
   if (summary != nullptr) summary->known = false;
-  if (top_k) {
-    if (summary != nullptr) {
-      summary->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
-                                                  summary, parallel);
-      if (!summary->known) return kNoInputDraw;
-    }
-    return draw_top_k_from_penalised_row(row, size, params, u, scratch, parallel);
-  }
-  if (!min_p_alone || !min_p_by_maxima_fits(size, params.min_p)) return kNoInputDraw;  // unread
-  BlockMaxima caller_maxima;
-  const BlockMaxima* bounds = &caller_maxima;
+  if (!top_k && (!min_p_alone || !min_p_by_maxima_fits(size, params.min_p)))
+    return kNoInputDraw;  // unread
   if (summary != nullptr) {
     summary->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
                                                 summary, parallel);
     if (!summary->known) return kNoInputDraw;
+  }
+  if (top_k) return draw_top_k_from_penalised_row(row, size, params, u, scratch, parallel);
+  BlockMaxima caller_maxima;
+  const BlockMaxima* bounds = &caller_maxima;
+  if (summary != nullptr) {
     bounds = &summary->maxima;
   } else {
     caller_maxima.block = block;
