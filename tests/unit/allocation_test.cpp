@@ -178,6 +178,39 @@ TEST(Allocation, PenalisedTopKRowsFromAListAllocateNothing) {
   }
 }
 
+// Penalised top-p rows drawn from a list of the caller's entries near its max (the body lies 20
+// below), the rest bounded by the raw summary (raw logprobs), or through the steps (no logprobs).
+TEST(Allocation, PenalisedTopPRowsFromAListAllocateNothing) {
+  constexpr int64_t kVocab = 40000;
+  constexpr int kRows = 4;
+  std::vector<float> logits = patterned_logits(kRows, kVocab, 500.0f);
+  for (float& v : logits) v -= 20.0f;
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t id = 100; id < kVocab; id += 997) logits[r * kVocab + id] = 4.0f + (id % 5);
+  const std::vector<TokenId> prompt = {100, 1097, 3}, output = {2094, 2094, 5, 100},
+                             drafts = {3091};
+  for (const bool logprobs : {true, false}) {
+    lastmile::Batch batch;
+    batch.predict_bonus_token = true;
+    if (logprobs) batch.num_logprobs = 5;
+    for (int r = 0; r < kRows; ++r) {
+      lastmile::BatchRequest& row = batch.requests.emplace_back();
+      row.prompt_token_ids = prompt;
+      row.output_token_ids = output;
+      row.spec_token_ids = drafts;
+      row.params.seed = static_cast<uint64_t>(r);
+      row.params.top_p = r < 2 ? 0.8f : 0.95f;
+      row.params.temperature = r % 2 == 0 ? 1.0f : 0.7f;
+      row.params.repetition_penalty = 1.3f;
+      row.params.frequency_penalty = 0.5f;
+      row.params.presence_penalty = 0.2f;
+    }
+    for (int threads : {1, 2})
+      EXPECT_EQ(steady_state_allocations(logits, kRows, kVocab, batch, threads), 0)
+          << "threads " << threads << " logprobs " << logprobs;
+  }
+}
+
 // A RequestBatch whose requests reserved their output length steps without allocating, while
 // every step appends a token (mostly new ones: flat logits) to histories that penalties read.
 TEST(Allocation, RequestBatchStepsWithinReservedOutputAllocateNothing) {

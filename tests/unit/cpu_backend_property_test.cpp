@@ -1607,6 +1607,102 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
   EXPECT_GT(declined, 10);
 }
 
+// Top-p alone from a penalised row lists the entries within 10 of the raw max, lowers them, and
+// bounds the rest by the raw summary's total: its token must be draw_from_input's over the working
+// row whenever it answers. LLM-shaped rows (a body of N(0, 2.5) and 40 lifted tokens, or a body of
+// N(0, 4) whose top reaches the list), flat N(0, 1) rows (the body decides: it must decline, or
+// still be right), some with ties among the largest; the working row lowers the largest 3, 60 of
+// the largest 100, or 200 at random; top-p 0.5 to 0.99 at temperatures 0.7, 1 and 1.6. Without
+// the raw summary it declines unread; a row with NaN is declined.
+TEST(CpuBackendProperty, PenalisedTopPDrawEqualsTheDrawFromTheWorkingRow) {
+  std::mt19937_64 rng(29);
+  Scratch a(cpu()), b(oracle());
+  int answered = 0, declined = 0;
+  for (int trial = 0; trial < 144; ++trial) {  // every shape, temperature, top-p and size
+    const int64_t n = trial / 72 == 0 ? 40000 : 128256;
+    std::vector<float> src(static_cast<size_t>(n));
+    const int shape = trial % 6;  // 0-3: LLM-shaped, 4: a wide body, 5: flat
+    std::normal_distribution<float> body(0.0f, shape == 5 ? 1.0f : shape == 4 ? 4.0f : 2.5f);
+    for (float& v : src) v = body(rng);
+    if (shape != 5)
+      for (int i = 0; i < 40; ++i)
+        src[rng() % n] += std::uniform_real_distribution<float>(6.0f, 16.0f)(rng);
+    if (trial % 7 == 0)  // ties among the largest
+      for (int i = 0; i < 6; ++i) src[rng() % n] = 25.0f;
+    std::vector<int64_t> order(src.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + 100, order.end(),
+                      [&](int64_t x, int64_t y) { return src[x] > src[y]; });
+    std::vector<float> working = src;
+    std::uniform_real_distribution<float> drop(0.5f, 8.0f);
+    const int kind = static_cast<int>(rng() % 3);
+    const int lowered = kind == 0 ? 3 : kind == 1 ? 60 : 200;
+    for (int i = 0; i < lowered; ++i) {
+      const int64_t id = kind == 0   ? order[i]
+                         : kind == 1 ? order[rng() % 100]
+                                     : static_cast<int64_t>(rng() % n);
+      working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
+      working[id] -= drop(rng);
+    }
+    lastmile::detail::DrawParams params;
+    params.top_k = n;
+    params.apply_top_p = true;
+    const float top_ps[] = {0.5f, 0.9f, 0.95f, 0.99f};
+    params.top_p = top_ps[trial / 18 % 4];
+    const float temperatures[] = {0.7f, 1.0f, 1.6f};
+    params.temperature = temperatures[trial / 6 % 3];
+    const std::string where = "trial " + std::to_string(trial);
+    for (int k = 0; k < 8; ++k)
+      expect_the_working_rows_draw(src, working, params, (k + 0.5) / 8, true, a, b, &answered,
+                                   &declined, where);
+    const int reads = g_working_reads, lists = g_lowered_lists;
+    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
+                                              a.get(src.size()), nullptr, kSerial),
+              lastmile::detail::kNoInputDraw)
+        << where;
+    EXPECT_EQ(g_working_reads, reads) << where;
+    EXPECT_EQ(g_lowered_lists, lists) << where;
+    src[static_cast<size_t>(order[50])] = std::numeric_limits<float>::quiet_NaN();
+    lastmile::detail::RawRowSummary summary;
+    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
+                                              a.get(src.size()), &summary, kSerial),
+              lastmile::detail::kNoInputDraw)
+        << where;
+  }
+  EXPECT_GT(answered, 500);
+  EXPECT_GT(declined, 50);
+}
+
+// Listed entries that step 6 lowers below the list's bound (raw max - 10) stay in top-p's total:
+// a max at 0 (token 1000), token 5 at -3, and 100 tokens at -9 lowered to -10.5, over a body at
+// -40. Top-p's cut sits halfway through the lowered tokens' mass above token 5's weight, so token 5
+// is kept only because their mass counts; u 0.02 then draws it (it comes first in id order).
+// Leaving their mass out masks token 5 and draws token 1000.
+TEST(CpuBackendProperty, PenalisedTopPCountsTheListedEntriesLoweredBelowTheList) {
+  const int64_t n = 40000;
+  std::vector<float> src(static_cast<size_t>(n), -40.0f);
+  src[1000] = 0.0f;
+  src[5] = -3.0f;
+  std::vector<float> working = src;
+  for (size_t i = 2000; i < 2100; ++i) {
+    src[i] = -9.0f;
+    working[i] = -10.5f;
+  }
+  const double lowered_mass = 100 * std::exp(-10.5), weight_5 = std::exp(-3.0);
+  lastmile::detail::DrawParams params;
+  params.top_k = n;
+  params.apply_top_p = true;
+  params.top_p =
+      static_cast<float>(1.0 - (weight_5 + lowered_mass / 2) / (1.0 + weight_5 + lowered_mass));
+  Scratch a(cpu()), b(oracle());
+  int answered = 0, declined = 0;
+  expect_the_working_rows_draw(src, working, params, 0.02, true, a, b, &answered, &declined, "u");
+  EXPECT_EQ(answered, 1);
+  EXPECT_EQ(cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, 0.02,
+                                  b.get(src.size()), kSerial),
+            5);
+}
+
 // The bound is strict: with T != 1 an unlisted entry just below the bound m can have m's own
 // quotient. Top-k 1 at T 1.1 over a row of zeros with two entries at m (the 2nd largest group
 // max), one lowered below it, and an unlisted entry at the float below m whose quotient rounds to
@@ -1905,14 +2001,15 @@ TEST(CpuBackendProperty, PenalisedMinPRowsDrawTheWorkingRowsTokenInEveryMode) {
   }
 }
 
-// Penalised top-k rows (then top-p on some) list their candidates from the caller's row and
-// lower them through PenalisedBlocks::lower_listed, in raw-mode batches and in batches without
-// logprobs; processed logprobs read the working row, so the steps draw it there. The tokens must
-// be the same in all three, fp32 and bf16, over several seeds. The largest tokens sit in the
-// prompt (repetition only, some twice), the output (counted 1-3 times) and the drafts (counted
-// only when predicting the bonus token), so lowering them changes which survive top-k.
-TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
-  std::mt19937_64 rng(35);
+// Penalised LLM-shaped rows whose sampling(r, p) sets row r's sampling parameters, in raw-mode
+// batches (the penalised paths list from the caller's row and lower through
+// PenalisedBlocks::lower_listed) and in batches without logprobs; processed logprobs read the
+// working row, so the steps draw it there. The tokens must be the same in all three, fp32 and
+// bf16, over several seeds. The largest tokens sit in the prompt (repetition only, some twice),
+// the output (counted 1-3 times) and the drafts (counted only when predicting the bonus token), so
+// lowering them changes which survive.
+template <class Sampling>
+void expect_penalised_llm_rows_in_every_mode(std::mt19937_64& rng, Sampling sampling) {
   for (int trial = 0; trial < 8; ++trial) {
     const int64_t vocab = trial % 4 == 0 ? 128256 : 30000 + static_cast<int64_t>(rng() % 5000);
     const int rows = 12;
@@ -1951,9 +2048,7 @@ TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
       request.output_token_ids = output;
       request.spec_token_ids = drafts[r];
       lastmile::RequestParams& p = request.params;
-      p.temperature = r % 3 == 0 ? 1.0f : 0.7f;
-      p.top_k = std::array<int64_t, 4>{2, 5, 20, 50}[static_cast<size_t>(r % 4)];
-      if (r % 2 == 1) p.top_p = 0.9f;
+      sampling(r, p);
       p.repetition_penalty = r % 5 == 0 ? 1.0f : 1.5f;
       p.frequency_penalty = r % 3 == 1 ? 0.0f : 1.5f;
       p.presence_penalty = 1.0f;
@@ -1965,6 +2060,26 @@ TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
       expect_the_same_tokens_in_every_mode(sampler, view, batch, trial);
     }
   }
+}
+
+// Top-k rows (then top-p on some) list their candidates.
+TEST(CpuBackendProperty, PenalisedTopKRowsDrawTheWorkingRowsTokenInEveryMode) {
+  std::mt19937_64 rng(35);
+  expect_penalised_llm_rows_in_every_mode(rng, [](int r, lastmile::RequestParams& p) {
+    p.temperature = r % 3 == 0 ? 1.0f : 0.7f;
+    p.top_k = std::array<int64_t, 4>{2, 5, 20, 50}[static_cast<size_t>(r % 4)];
+    if (r % 2 == 1) p.top_p = 0.9f;
+  });
+}
+
+// Penalised top-p rows list the entries near the raw max and bound the rest by the raw summary
+// (raw-mode batches), the same rows as above.
+TEST(CpuBackendProperty, PenalisedTopPRowsDrawTheWorkingRowsTokenInEveryMode) {
+  std::mt19937_64 rng(41);
+  expect_penalised_llm_rows_in_every_mode(rng, [](int r, lastmile::RequestParams& p) {
+    p.temperature = std::array<float, 3>{0.7f, 0.8f, 1.0f}[static_cast<size_t>(r % 3)];
+    p.top_p = std::array<float, 4>{0.5f, 0.9f, 0.95f, 0.99f}[static_cast<size_t>(r % 4)];
+  });
 }
 
 // lower_listed must give step 6's bits: token A (in the prompt, and twice in the output) is
@@ -2103,6 +2218,18 @@ TEST(CpuBackendProperty, PenalisedTopKRowsFromARequestBatchDrawTheWorkingRowsTok
                                                        p.top_k = r < 2 ? 4 : 12;
                                                        if (r % 2 == 1) p.top_p = 0.9f;
                                                      });
+}
+
+TEST(CpuBackendProperty, PenalisedTopPRowsFromARequestBatchDrawTheWorkingRowsToken) {
+  constexpr int64_t kVocab = 40000;
+  std::mt19937_64 rng(43);
+  std::vector<lastmile::TokenId> head;
+  for (int i = 0; i < 8; ++i) head.push_back(static_cast<lastmile::TokenId>(rng() % kVocab));
+  expect_request_batch_draws_the_working_rows_tokens(
+      kVocab, head, 93, rng, [](int r, lastmile::RequestParams& p) {
+        p.temperature = 0.6f;  // the body's bound shrinks with the temperature: most rows answer
+        p.top_p = r < 2 ? 0.5f : 0.8f;
+      });
 }
 
 TEST(CpuBackendProperty, SamplerGivesTheOraclesTokensAndLogprobs) {
