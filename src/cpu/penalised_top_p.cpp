@@ -27,26 +27,33 @@ namespace {
 constexpr float kListedBelowMax = 10.0f;
 // Lists up to it, weighed on the stack.
 constexpr size_t kMaxListed = 4096;
-// The margin, relative to the total, by which a decision or a draw must be clear: far above the
-// rounding by which the steps' probabilities and sums differ from these (float q's, their sums).
-constexpr double kMargin = 1e-5;
+// How far, relative, a computed sum of positive weights may lie from its exact one: the summary's
+// total adds each block's 2048 weights in 16 float partial sums (127 roundings, 7.6e-6 at worst),
+// its log-sum is a float (4.8e-7), and each weight holds the vector Exp's error (4.1e-7).
+constexpr double kSumError = 2e-5;
+// The margin, relative to the total, by which a decision or a draw must be clear: the steps'
+// probabilities divide by their own total (the same float partial sums, 7.6e-6 at worst) and
+// round each q and the cumulative sum's compare to float.
+constexpr double kMargin = 1e-4;
 
 // The sum of the unlisted entries' weights exp(z - max_z), z = x' / t, at most. unlisted_mass
 // bounds the sum of exp(x - raw_max) over them, from: the raw max, L. Terms as the header; for
 // a < 1 the sum of N terms s^a is at most N^(1-a) (sum of s)^a (Hölder), and any term is at most
-// exp((L - M') a). `slack`: the exponent's rounding (the quotients', the max's, the Exp's).
+// exp((L - M') a). `slack`: the exponent's rounding (the quotients', the max's). In logs, so that
+// no product underflows to 0 or overflows (a bound past DBL_MAX is declined).
 double unlisted_weight_bound(double unlisted_mass, size_t unlisted, float raw_max,
                              float penalised_max, float from, float t, double slack) {
   const double a = 1.0 / t;
-  const double below = static_cast<double>(from) - raw_max;                 // < 0
+  const double below = static_cast<double>(from) - raw_max;                 // <= 0
   const double shift = (static_cast<double>(raw_max) - penalised_max) * a;  // >= 0
-  const auto count = static_cast<double>(unlisted);
-  double bound = count * std::exp(below * a);
+  const double log_count = std::log(static_cast<double>(unlisted)),
+               log_mass = std::log(unlisted_mass);
+  double log_bound = log_count + below * a;
   if (a >= 1.0)
-    bound = std::min(bound, unlisted_mass * std::exp(below * (a - 1.0)));
+    log_bound = std::min(log_bound, log_mass + below * (a - 1.0));
   else
-    bound = std::min(bound, std::pow(count, 1.0 - a) * std::pow(unlisted_mass, a));
-  return bound * std::exp(shift + slack) * (1.0 + kMargin);
+    log_bound = std::min(log_bound, (1.0 - a) * log_count + a * log_mass);
+  return std::exp(log_bound + shift + slack) * (1.0 + kSumError);
 }
 
 }  // namespace
@@ -65,13 +72,16 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
   if (listed == kNotListed || listed == 0 || listed > kMaxListed) return kNoInputDraw;
   int32_t* const ids = scratch.ids.data();
   float* const values = scratch.values.data();
+  // The raw mass of the unlisted: the summary's total less the listed part (its weights added in
+  // double, so only the Exp's error), each with its error allowed for.
+  float weights[kMaxListed];
   double unused;
-  // The raw mass of the unlisted: the summary's total less the listed part, both with the
-  // vector Exp's error (4.1e-7) allowed for.
-  const double listed_mass = cpu::exp_block_sums(values, listed, raw_max, listed, &unused);
+  cpu::exp_with_block_sums(values, weights, listed, raw_max, listed, &unused);
+  double listed_mass = 0;
+  for (size_t i = 0; i < listed; ++i) listed_mass += weights[i];
   const double unlisted_mass =
-      std::max(0.0, std::exp(static_cast<double>(summary.values.log_sum)) * (1.0 + kMargin) -
-                        listed_mass * (1.0 - kMargin));
+      std::max(0.0, std::exp(static_cast<double>(summary.values.log_sum)) * (1.0 + kSumError) -
+                        listed_mass * (1.0 - kSumError));
   row.lower(row.context, ids, values, listed);
   const float penalised_max = cpu::row_max(values, listed);
   if (!(penalised_max >= from)) return kNoInputDraw;  // the max may be unlisted
@@ -82,7 +92,6 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
     cpu::divide(&quotient_from, 1, t);
   }
   const float max = cpu::row_max(values, listed);  // the working row's quotient max
-  float weights[kMaxListed];
   cpu::exp_with_block_sums(values, weights, listed, max, listed, &unused);
   // The band: the listed quotients above L's (every unlisted one is at most L's), in id order.
   size_t band = 0;
@@ -125,7 +134,8 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
     if (excess(below_hi, cumulative) > -margin_hi) return kNoInputDraw;  // too close to call
     weights[i] = 0.0f;                                                   // masked
   }
-  if (walked == band) return kNoInputDraw;  // the largest is never masked: rounding
+  // The largest is never masked; a top-p within the margin of 0 declines there.
+  if (walked == band) return kNoInputDraw;
   // The draw: the survivors in id order, weights proportional to the steps' q; a target within
   // the margin of a boundary could fall on either side there. The margin is the total's: a flat
   // row's steps find their kept total as the blocks' totals less what they mask.
