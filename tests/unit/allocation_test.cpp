@@ -144,13 +144,16 @@ TEST(Allocation, PenalisedMinPRowsFromTheirBlocksAllocateNothing) {
   }
 }
 
-// Penalised top-k rows (then top-p on some) drawn from a list of the caller's row that the
-// history lowers (no working row), with raw logprobs and without; the history holds some of the
-// largest entries, in the prompt, output and drafts.
-TEST(Allocation, PenalisedTopKRowsFromAListAllocateNothing) {
+// Four penalised rows of 40000 tokens over patterned logits (body_shift added) with 4 to 8 at
+// every 997th token from 100, drawn from lists of the caller's row that the history lowers (no
+// working row), with raw logprobs and without; the history holds some of the largest entries, in
+// the prompt, output and drafts. sampling(r, p) sets row r's sampling parameters.
+template <class Sampling>
+void expect_penalised_list_rows_allocate_nothing(float body_shift, Sampling sampling) {
   constexpr int64_t kVocab = 40000;  // 625 groups: top-k up to 78 is listed so
   constexpr int kRows = 4;
   std::vector<float> logits = patterned_logits(kRows, kVocab, 500.0f);
+  for (float& v : logits) v += body_shift;
   for (int r = 0; r < kRows; ++r)
     for (int64_t id = 100; id < kVocab; id += 997) logits[r * kVocab + id] = 4.0f + (id % 5);
   const std::vector<TokenId> prompt = {100, 1097, 3}, output = {2094, 2094, 5, 100},
@@ -165,9 +168,8 @@ TEST(Allocation, PenalisedTopKRowsFromAListAllocateNothing) {
       row.output_token_ids = output;
       row.spec_token_ids = drafts;
       row.params.seed = static_cast<uint64_t>(r);
-      row.params.top_k = r < 2 ? 5 : 30;
-      if (r % 2 == 1) row.params.top_p = 0.8f;
       row.params.temperature = r % 2 == 0 ? 1.0f : 0.7f;
+      sampling(r, row.params);
       row.params.repetition_penalty = 1.3f;
       row.params.frequency_penalty = 0.5f;
       row.params.presence_penalty = 0.2f;
@@ -178,37 +180,19 @@ TEST(Allocation, PenalisedTopKRowsFromAListAllocateNothing) {
   }
 }
 
-// Penalised top-p rows drawn from a list of the caller's entries near its max (the body lies 20
-// below), the rest bounded by the raw summary (raw logprobs), or through the steps (no logprobs).
+// Penalised top-k rows (then top-p on some) list their candidates.
+TEST(Allocation, PenalisedTopKRowsFromAListAllocateNothing) {
+  expect_penalised_list_rows_allocate_nothing(0.0f, [](int r, lastmile::RequestParams& p) {
+    p.top_k = r < 2 ? 5 : 30;
+    if (r % 2 == 1) p.top_p = 0.8f;
+  });
+}
+
+// Penalised top-p rows list the entries near the max (the body lies 20 below) and bound the rest
+// by the raw summary (raw logprobs), or run the steps (no logprobs).
 TEST(Allocation, PenalisedTopPRowsFromAListAllocateNothing) {
-  constexpr int64_t kVocab = 40000;
-  constexpr int kRows = 4;
-  std::vector<float> logits = patterned_logits(kRows, kVocab, 500.0f);
-  for (float& v : logits) v -= 20.0f;
-  for (int r = 0; r < kRows; ++r)
-    for (int64_t id = 100; id < kVocab; id += 997) logits[r * kVocab + id] = 4.0f + (id % 5);
-  const std::vector<TokenId> prompt = {100, 1097, 3}, output = {2094, 2094, 5, 100},
-                             drafts = {3091};
-  for (const bool logprobs : {true, false}) {
-    lastmile::Batch batch;
-    batch.predict_bonus_token = true;
-    if (logprobs) batch.num_logprobs = 5;
-    for (int r = 0; r < kRows; ++r) {
-      lastmile::BatchRequest& row = batch.requests.emplace_back();
-      row.prompt_token_ids = prompt;
-      row.output_token_ids = output;
-      row.spec_token_ids = drafts;
-      row.params.seed = static_cast<uint64_t>(r);
-      row.params.top_p = r < 2 ? 0.8f : 0.95f;
-      row.params.temperature = r % 2 == 0 ? 1.0f : 0.7f;
-      row.params.repetition_penalty = 1.3f;
-      row.params.frequency_penalty = 0.5f;
-      row.params.presence_penalty = 0.2f;
-    }
-    for (int threads : {1, 2})
-      EXPECT_EQ(steady_state_allocations(logits, kRows, kVocab, batch, threads), 0)
-          << "threads " << threads << " logprobs " << logprobs;
-  }
+  expect_penalised_list_rows_allocate_nothing(
+      -20.0f, [](int r, lastmile::RequestParams& p) { p.top_p = r < 2 ? 0.8f : 0.95f; });
 }
 
 // A RequestBatch whose requests reserved their output length steps without allocating, while

@@ -1494,6 +1494,34 @@ void expect_the_working_rows_draw(const std::vector<float>& src, const std::vect
       << where << " u " << u << " top_k " << params.top_k << " min_p " << params.min_p;
 }
 
+// The ids of src's 100 largest entries first, largest first (the rest after them).
+std::vector<int64_t> largest_hundred_first(const std::vector<float>& src) {
+  std::vector<int64_t> order(src.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + 100, order.end(),
+                    [&](int64_t x, int64_t y) { return src[x] > src[y]; });
+  return order;
+}
+
+// src's working row after a step 6 that lowers entries, by `kind`: the largest 3 (0), 60 of the
+// largest 100 (1) or 200 at random (2), each as a repetition penalty of 1.3 would, then by 0.5 to
+// 8 more. order: largest_hundred_first(src).
+std::vector<float> lowered_working_row(const std::vector<float>& src,
+                                       const std::vector<int64_t>& order, int kind,
+                                       std::mt19937_64& rng) {
+  std::vector<float> working = src;
+  std::uniform_real_distribution<float> drop(0.5f, 8.0f);
+  const int lowered = kind == 0 ? 3 : kind == 1 ? 60 : 200;
+  for (int i = 0; i < lowered; ++i) {
+    const int64_t id = kind == 0   ? order[i]
+                       : kind == 1 ? order[rng() % 100]
+                                   : static_cast<int64_t>(rng() % src.size());
+    working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
+    working[id] -= drop(rng);
+  }
+  return working;
+}
+
 // draw_from_penalised_input reads a working row only through its blocks, bounded by the caller's
 // row: its token must be draw_from_input's over that working row whenever it answers. Caller's
 // rows with a head of 3 or 30 tokens, or flat; the working row lowers 200 entries, the largest few
@@ -1572,21 +1600,8 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
       src[rng() % n] += std::uniform_real_distribution<float>(6.0f, 16.0f)(rng);
     if (trial % 5 == 0)  // ties among the largest
       for (int i = 0; i < 6; ++i) src[rng() % n] = 25.0f;
-    std::vector<int64_t> order(src.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + 100, order.end(),
-                      [&](int64_t x, int64_t y) { return src[x] > src[y]; });
-    std::vector<float> working = src;
-    std::uniform_real_distribution<float> drop(0.5f, 8.0f);
-    const int kind = trial % 3;
-    const int lowered = kind == 0 ? 3 : kind == 1 ? 60 : 200;
-    for (int i = 0; i < lowered; ++i) {
-      const int64_t id = kind == 0   ? order[i]
-                         : kind == 1 ? order[rng() % 100]
-                                     : static_cast<int64_t>(rng() % n);
-      working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
-      working[id] -= drop(rng);
-    }
+    const std::vector<int64_t> order = largest_hundred_first(src);
+    const std::vector<float> working = lowered_working_row(src, order, trial % 3, rng);
     lastmile::detail::DrawParams params;
     const int64_t top_ks[] = {1, 20, 50};
     params.top_k = top_ks[trial / 3 % 3];
@@ -1631,21 +1646,9 @@ TEST(CpuBackendProperty, PenalisedTopPDrawEqualsTheDrawFromTheWorkingRow) {
       for (int i = 0; i < 6; ++i) src[rng() % n] = 25.0f;
     if (trial % 4 == 3)  // bf16's values: ties everywhere
       for (float& v : src) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xffff0000u);
-    std::vector<int64_t> order(src.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + 100, order.end(),
-                      [&](int64_t x, int64_t y) { return src[x] > src[y]; });
-    std::vector<float> working = src;
-    std::uniform_real_distribution<float> drop(0.5f, 8.0f);
+    const std::vector<int64_t> order = largest_hundred_first(src);
     const int kind = static_cast<int>(rng() % 3);
-    const int lowered = kind == 0 ? 3 : kind == 1 ? 60 : 200;
-    for (int i = 0; i < lowered; ++i) {
-      const int64_t id = kind == 0   ? order[i]
-                         : kind == 1 ? order[rng() % 100]
-                                     : static_cast<int64_t>(rng() % n);
-      working[id] = working[id] > 0 ? working[id] / 1.3f : working[id] * 1.3f;
-      working[id] -= drop(rng);
-    }
+    const std::vector<float> working = lowered_working_row(src, order, kind, rng);
     lastmile::detail::DrawParams params;
     params.top_k = n;
     params.apply_top_p = true;
