@@ -932,6 +932,43 @@ TokenId draw_top_k_from_penalised_row(const PenalisedRow& row, size_t n, const D
   return draw_over_top_k(listed, kth_listed(scratch, listed, k), params, u, scratch);
 }
 
+// min_p alone over a penalised row from a list of the caller's entries near its max M (the
+// largest of `bounds`), as top-k's and top-p's penalised rows list theirs: the entries at or above
+// F = M + t log(min_p) - kMinPListBelowCut are listed, lowered (PenalisedRow::lower) and divided.
+// Step 6 only lowers, so when the cut the listed max sets lies above F's quotient, that max is the
+// working row's and every entry that reaches the cut is listed: the list of
+// draw_min_p_by_maxima over the working row (and of the statistics when none lies in the cut's
+// range), so the same token. The bench mix's min-p rows read some 5-10 blocks through the blocks
+// path below. nullopt: the blocks path decides (the max lowered by more than the margin, or a
+// list past a long list's length).
+constexpr float kMinPListBelowCut = 1.0f;
+std::optional<TokenId> draw_min_p_from_list(const PenalisedRow& row, size_t n,
+                                            const DrawParams& params, double u, SortScratch scratch,
+                                            const BlockMaxima& bounds,
+                                            const ParallelFor& parallel) {
+  const float raw_max = *std::max_element(bounds.max, bounds.max + bounds.blocks);
+  const float t = params.temperature;
+  const float from = raw_max + t * std::log(params.min_p) - kMinPListBelowCut;
+  if (!std::isfinite(from)) return std::nullopt;
+  bool past_room = false;
+  const size_t listed = list_scaled_at_least(row.src, row.dtype, n, 1.0f, from, scratch, parallel,
+                                             {bounds.max, bounds.block}, &past_room);
+  if (listed == kNotListed || listed == 0 || listed > kLongList) return std::nullopt;
+  float* const values = scratch.values.data();
+  row.lower(row.context, scratch.ids.data(), values, listed);
+  float quotient_from = from;
+  if (t != 1.0f) {
+    if (cpu::divide(values, listed, t) >= 0) return kNoInputDraw;  // the steps report it
+    cpu::divide(&quotient_from, 1, t);
+  }
+  // The cut lies at or below the listed max: above F's quotient, it also shows that max reached
+  // F, so it is the working row's (every unlisted entry stays below F).
+  const MinPCut cut = min_p_cut(cpu::row_max(values, listed), params.min_p);
+  if (!(quotient_from < cut.masked_below)) return std::nullopt;  // unlisted ones may reach it
+  const size_t kept = keep_at_least(scratch, listed, cut.masked_below);
+  return draw_over_min_p_list(kept, cut, u, scratch).value_or(kNoInputDraw);
+}
+
 }  // namespace
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
@@ -988,6 +1025,11 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
       return kNoInputDraw;
   }
   if (bounds->block != block) return kNoInputDraw;  // not this row's blocks
+  if (row.lower != nullptr) {
+    if (const std::optional<TokenId> token =
+            draw_min_p_from_list(row, size, params, u, scratch, *bounds, parallel))
+      return *token;
+  }
   const size_t blocks = bounds->blocks;
   float values[kPenalisedBlock + cpu::kCompressSlack];
   auto read = [&](size_t b) {

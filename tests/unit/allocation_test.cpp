@@ -115,9 +115,10 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
         << "threads " << threads;
 }
 
-// Penalised min_p rows drawn from the caller's row and their penalised blocks (no working row),
-// with raw logprobs (the summary) and without (block maxima): 8 blocks, a peaked head that the
-// histories lower, so the draw lists one block or two.
+// Penalised min_p rows drawn from the caller's row (no working row), with raw logprobs (the
+// summary) and without (block maxima): 8 blocks, a peaked head that the histories lower. Rows 0
+// and 1 keep their max (token 9000) and draw from a list of the entries near it; rows 2 and 3
+// lower it past the list's margin and draw from their penalised blocks (one block or two).
 TEST(Allocation, PenalisedMinPRowsFromTheirBlocksAllocateNothing) {
   constexpr int64_t kVocab = 16384;
   constexpr int kRows = 4;
@@ -125,13 +126,14 @@ TEST(Allocation, PenalisedMinPRowsFromTheirBlocksAllocateNothing) {
   for (int r = 0; r < kRows; ++r)
     for (int64_t id : {100, 5000, 9000})
       logits[r * kVocab + id] = 12.0f + static_cast<float>(id % 7);
-  const std::vector<TokenId> output = {100, 100, 5000, 7, 8};
+  const std::vector<TokenId> output = {100, 100, 5000, 7, 8},
+                             lowering_the_max = {100, 100, 5000, 7, 8, 9000, 9000};
   for (const bool logprobs : {true, false}) {
     lastmile::Batch batch;
     if (logprobs) batch.num_logprobs = 5;
     for (int r = 0; r < kRows; ++r) {
       lastmile::BatchRequest& row = batch.requests.emplace_back();
-      row.output_token_ids = output;
+      row.output_token_ids = r < 2 ? output : lowering_the_max;
       row.params.seed = static_cast<uint64_t>(r);
       row.params.min_p = 0.2f;
       row.params.temperature = r % 2 == 0 ? 1.0f : 0.7f;

@@ -1528,7 +1528,8 @@ std::vector<float> lowered_working_row(const std::vector<float>& src,
 // among them (the max moves to another block); some rows plant an entry within rounding of min_p's
 // cut (the backend must decline: only the sum decides it). min_p from 1e-3 (most blocks reach the
 // cut: declined) to 0.5, temperatures 1 and not, with and without the raw summary, whose terms must
-// be summarise_row's. A shape it does not serve is declined before any read.
+// be summarise_row's. Rows whose max keeps its place draw from a list of the entries near it, the
+// others from their blocks. A shape it does not serve is declined before any read.
 TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
   namespace sel = lastmile::detail::cpu_selection;
   std::mt19937_64 rng(21);
@@ -1577,7 +1578,7 @@ TEST(CpuBackendProperty, DrawFromPenalisedInputEqualsTheDrawFromTheWorkingRow) {
     EXPECT_EQ(g_working_reads, reads);
     EXPECT_EQ(g_lowered_lists, lowered);
   }
-  EXPECT_GT(answered, 400);
+  EXPECT_GT(answered, 2000);  // 624 without the list of the entries near the max
   EXPECT_GT(declined, 2000);
 }
 
