@@ -138,6 +138,17 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
   return count;
 }
 
+bool lower_and_divide(const PenalisedRow& row, SortScratch scratch, size_t listed, float t,
+                      float* bound, float* lowered_max) {
+  float* const values = scratch.values.data();
+  row.lower(row.context, scratch.ids.data(), values, listed);
+  if (lowered_max != nullptr) *lowered_max = cpu::row_max(values, listed);
+  if (t == 1.0f) return true;
+  if (cpu::divide(values, listed, t) >= 0) return false;
+  cpu::divide(bound, 1, t);
+  return true;
+}
+
 namespace {
 
 // The oracle's walk over entries [start, n), kChunk at a time, weighted with the vector exp (the
@@ -921,12 +932,8 @@ TokenId draw_top_k_from_penalised_row(const PenalisedRow& row, size_t n, const D
   // Declined: NaN / +inf (the steps report it), or a masked row (fewer than 2k groups hold a
   // finite entry: listed from the lowest float).
   if (!kth || bound == std::numeric_limits<float>::lowest()) return kNoInputDraw;
-  float* const values = scratch.values.data();
-  row.lower(row.context, scratch.ids.data(), values, listed);
-  if (params.temperature != 1.0f) {
-    if (cpu::divide(values, listed, params.temperature) >= 0) return kNoInputDraw;  // +inf
-    cpu::divide(&bound, 1, params.temperature);
-  }
+  if (!lower_and_divide(row, scratch, listed, params.temperature, &bound)) return kNoInputDraw;
+  const float* const values = scratch.values.data();
   const auto above = std::count_if(values, values + listed, [bound](float v) { return v > bound; });
   if (static_cast<size_t>(above) < k) return kNoInputDraw;
   return draw_over_top_k(listed, kth_listed(scratch, listed, k), params, u, scratch);
@@ -954,13 +961,9 @@ std::optional<TokenId> draw_min_p_from_list(const PenalisedRow& row, size_t n,
   const size_t listed = list_scaled_at_least(row.src, row.dtype, n, 1.0f, from, scratch, parallel,
                                              {bounds.max, bounds.block}, &past_room);
   if (listed == kNotListed || listed == 0 || listed > kLongList) return std::nullopt;
-  float* const values = scratch.values.data();
-  row.lower(row.context, scratch.ids.data(), values, listed);
   float quotient_from = from;
-  if (t != 1.0f) {
-    if (cpu::divide(values, listed, t) >= 0) return kNoInputDraw;  // the steps report it
-    cpu::divide(&quotient_from, 1, t);
-  }
+  if (!lower_and_divide(row, scratch, listed, t, &quotient_from)) return kNoInputDraw;
+  const float* const values = scratch.values.data();
   // The cut lies at or below the listed max: above F's quotient, it also shows that max reached
   // F, so it is the working row's (every unlisted entry stays below F).
   const MinPCut cut = min_p_cut(cpu::row_max(values, listed), params.min_p);

@@ -113,6 +113,12 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
                              double u, SortScratch scratch, const ParallelFor& parallel);
+// The `listed` entries of a caller's row in scratch (id order) as steps 6 and 7b leave them:
+// lowered through row.lower, then divided by t, *bound divided with them (the same quotients as
+// the steps'); *lowered_max, if asked, the largest lowered entry before the division. False when
+// a quotient overflows to +inf (the steps report it).
+bool lower_and_divide(const PenalisedRow& row, SortScratch scratch, size_t listed, float t,
+                      float* bound, float* lowered_max = nullptr);
 // Top-p alone over a penalised row whose raw summary is known (penalised_top_p.cpp): the token
 // draw_from_caller_row gives over the working row, or kNoInputDraw.
 TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,

@@ -82,16 +82,12 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
   const double unlisted_mass =
       std::max(0.0, std::exp(static_cast<double>(summary.values.log_sum)) * (1.0 + kSumError) -
                         listed_mass * (1.0 - kSumError));
-  row.lower(row.context, ids, values, listed);
-  const float penalised_max = cpu::row_max(values, listed);
-  if (!(penalised_max >= from)) return kNoInputDraw;  // the max may be unlisted
   const float t = params.temperature;
-  float quotient_from = from;
-  if (t != 1.0f) {
-    if (cpu::divide(values, listed, t) >= 0) return kNoInputDraw;  // overflowed to +inf
-    cpu::divide(&quotient_from, 1, t);
-  }
-  const float max = cpu::row_max(values, listed);  // the working row's quotient max
+  float quotient_from = from, penalised_max = 0.0f;
+  if (!lower_and_divide(row, scratch, listed, t, &quotient_from, &penalised_max))
+    return kNoInputDraw;
+  if (!(penalised_max >= from)) return kNoInputDraw;  // the max may be unlisted
+  const float max = cpu::row_max(values, listed);     // the working row's quotient max
   cpu::exp_with_block_sums(values, weights, listed, max, listed, &unused);
   // The band: the listed quotients above L's (every unlisted one is at most L's), in id order.
   size_t band = 0;
