@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -83,6 +84,30 @@ void BM_CpuBlockSoftmaxStats(benchmark::State& state) {
                                                       block_sums.data(), &none));
   }
   count_row_bytes(state);
+}
+
+// The raw summary's pass over a caller's bf16 row (serving_mix_qwen's every row); range(1) rows
+// taken in turn (64: a batch out of cache, as the scenario reads it).
+void BM_CpuBlockSoftmaxStatsBf16(benchmark::State& state) {
+  const auto row = llm_row(state.range(0));
+  const auto rows = static_cast<size_t>(state.range(1));
+  std::vector<uint16_t> half(row.size() * rows);
+  for (size_t i = 0; i < half.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &row[i % row.size()], 4);
+    half[i] = static_cast<uint16_t>(bits >> 16);
+  }
+  std::vector<float> buffer(kBlock + 64), block_max(row.size() / kBlock + 1);
+  std::vector<double> block_sums(block_max.size());
+  size_t next = 0;
+  for (auto _ : state) {
+    cpu::NearMax none;
+    benchmark::DoNotOptimize(cpu::block_softmax_stats(half.data() + next * row.size(), DType::bf16,
+                                                      row.size(), 1.0f, kBlock, buffer.data(),
+                                                      block_max.data(), block_sums.data(), &none));
+    next = (next + 1) % rows;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * row.size() * 2));
 }
 
 // range(1): the percent of entries kept.
@@ -164,6 +189,7 @@ BENCHMARK(BM_CpuBlockMax)->ArgsProduct({{32000, 128256}, {64, 128, 256, 2048}});
 BENCHMARK(BM_CpuArgmaxChecked)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuExpBlockSums)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuBlockSoftmaxStats)->ArgsProduct({{32000, 128256}, {10, 8}});
+BENCHMARK(BM_CpuBlockSoftmaxStatsBf16)->ArgsProduct({{151936}, {1, 64}});
 BENCHMARK(BM_CpuCompressAtLeast)->ArgsProduct({{32000, 128256}, {1, 25}});
 BENCHMARK(BM_CpuCompressSourceBf16)->ArgsProduct({{128256}, {1, 25}});
 BENCHMARK(BM_CpuProbabilityBand)->ArgsProduct({{128256}, {10, 40}});

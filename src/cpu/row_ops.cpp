@@ -933,12 +933,117 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   return true;
 }
 
+// block_softmax_stats_pass without a near list or band, software-pipelined: block b's Exp and
+// block b + 1's read in one loop, each vector of the buffer read by the Exp before the next
+// block's replaces it. The read (widening, max, checks, stores) and the Exp (multiplies) load
+// different units, which the two loops one after the other left idle in turn: a cached float32
+// 128k row's statistics 30.0 -> 27.7 us, 64 bf16 152k rows in turn 43.0 -> 40.9 us (Zen 4, medians
+// of 8 alternating runs of the micro-benchmarks). Each block's sum adds the same vectors in the
+// same order: the same bits.
+template <bool kDivide, class Source>
+bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
+                                   float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
+                                   double* HWY_RESTRICT block_sums, ConvertedRow out) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const Quotient quotient(d, t);
+  const Repetition repetition(out.seen, out.r);
+  const bool repeat_lanes = out.seen != nullptr && Repetition::Vectorised(d);
+  const bool may_overflow = out.r < 1.0f;
+  constexpr bool kInPlace = !kDivide && std::is_same_v<Source, Float32Source>;
+  BadLanes bad(d), overflowed(d);
+  // The block being read: [start, end), into the buffer, its max so far in `max`.
+  size_t start = 0, end = std::min(n, block);
+  auto max = hn::Set(d, -kInf);
+  // The vector at start + i: whole, or the padded tail (its extra lanes -inf); as
+  // block_softmax_stats_pass's read.
+  auto read = [&](size_t i, auto whole_vector) HWY_ATTR {
+    const size_t at = start + i;
+    constexpr bool whole = decltype(whole_vector)::value;
+    hn::Vec<decltype(d)> v;
+    if constexpr (whole)
+      v = src.Whole(d, at);
+    else
+      v = src.Tail(d, at, end - at);
+    if constexpr (kDivide) v = quotient.Of(d, v);
+    bad.Check(d, v);
+    if (!whole) v = hn::IfThenElse(hn::FirstN(d, end - at), v, hn::Set(d, -kInf));
+    max = hn::Max(max, v);
+    if constexpr (!kInPlace) hn::StoreU(v, d, buffer + i);
+    if (out.dst == nullptr) return;
+    if (repeat_lanes) {
+      v = repetition.Where(d, at, v);  // the padded tail's -inf stays -inf
+      if (may_overflow) overflowed.Check(d, v);
+    }
+    if (whole)
+      hn::StoreU(v, d, out.dst + at);
+    else
+      StoreTail(d, v, out.dst + at, end - at);
+  };
+  // The read block's max into *block_max; false if it held NaN / +inf or a penalty made +inf.
+  auto finish = [&](float* block_max_out) {
+    if (bad.Any(d) || overflowed.Any(d)) return false;
+    if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
+    *block_max_out = hn::GetLane(hn::MaxOfLanes(d, max));
+    return true;
+  };
+  const size_t blocks = (n + block - 1) / block;
+  if (blocks == 0) return true;
+  auto read_rest = [&](size_t i) {  // the read block's vectors from i on
+    for (; i + lanes <= end - start; i += lanes) read(i, std::true_type());
+    if (i < end - start) read(i, std::false_type());
+  };
+  read_rest(0);
+  if (!finish(&block_max[0])) return false;
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t size = end - start;
+    // Block b's values: in place, or in the buffer, where block b + 1's vector i replaces its
+    // vector i once the Exp has read it (so not restrict).
+    const float* values = kInPlace ? reinterpret_cast<const float*>(src.Address(start)) : buffer;
+    const size_t next_size = b + 1 < blocks ? std::min(n, end + block) - end : 0;
+    start = end;
+    end += next_size;
+    max = hn::Set(d, -kInf);
+    size_t i = 0, next_read = 0;
+    if (block_max[b] == -kInf) {
+      block_sums[b] = 0;
+    } else {  // exp_block_sums_pass's arithmetic and order
+      const auto vmax = hn::Set(d, block_max[b]);
+      PartialSums<decltype(d)> sum(d);
+      // The block after the next streams in meanwhile, a line a vector (without it the read
+      // waited on the row, as the two loops had).
+      uintptr_t prefetch = src.Address(end);
+      const uintptr_t prefetch_end = src.Address(std::min(n, end + block));
+      for (; i + lanes <= next_size; i += lanes, prefetch += 64) {  // next_size <= size
+        if (prefetch < prefetch_end) hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
+        sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, values + i), vmax)));
+        read(i, std::true_type());
+      }
+      next_read = i;
+      for (; i + lanes <= size; i += lanes)
+        sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, values + i), vmax)));
+      if (i < size)
+        sum.Add(ExpFlushToZero(d, hn::Sub(LoadTail(d, values + i, size - i, -kInf), vmax)));
+      block_sums[b] = sum.Total(d);
+    }
+    if (next_size == 0) break;
+    read_rest(next_read);
+    if (!finish(&block_max[b + 1])) return false;
+  }
+  return true;
+}
+
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
                          double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out,
                          ValueBand* band) {
   if (band != nullptr && band->bits == nullptr) band = nullptr;
   return with_source(src, dtype, [&](auto source) {
+    if (near->ids == nullptr && band == nullptr)
+      return t == 1.0f ? block_softmax_stats_pipelined<false>(source, n, t, block, buffer,
+                                                              block_max, block_sums, out)
+                       : block_softmax_stats_pipelined<true>(source, n, t, block, buffer, block_max,
+                                                             block_sums, out);
     return t == 1.0f ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max,
                                                        block_sums, near, out, band)
                      : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max,

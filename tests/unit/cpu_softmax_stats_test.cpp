@@ -1,0 +1,133 @@
+// cpu::block_softmax_stats without a near list or band takes its pipelined loop (block b's Exp
+// beside block b + 1's read); with a near list, the loop that reads and sums each block in turn.
+// Both must give the same bits, block maxima and sums, for every source type, a divided row, a
+// short last block and a block of -inf only; and the pipelined read must still write the row and
+// refuse NaN / +inf wherever they sit.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "unit/test_util.hpp"
+
+namespace lastmile_test {
+namespace {
+
+using lastmile::DType;
+namespace cpu = lastmile::cpu;
+
+constexpr size_t kBlock = 2048;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// A caller's row of n logits of `dtype` (bytes), block 1 all -inf when there is one.
+std::vector<unsigned char> caller_row(DType dtype, size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> logit(0.0f, 4.0f);
+  const size_t element = dtype == DType::f32 ? 4 : 2;
+  std::vector<unsigned char> bytes(n * element);
+  for (size_t i = 0; i < n; ++i) {
+    const float x = i / kBlock == 1 ? -kInf : logit(rng);
+    if (dtype == DType::f32) {
+      std::memcpy(bytes.data() + i * 4, &x, 4);
+    } else {
+      const auto half = dtype == DType::bf16
+                            ? static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16)
+                            : f16_bits(x);
+      std::memcpy(bytes.data() + i * 2, &half, 2);
+    }
+  }
+  return bytes;
+}
+
+struct Stats {
+  bool ok = false;
+  std::vector<float> block_max;
+  std::vector<double> block_sums;
+};
+
+Stats stats_of(const void* src, DType dtype, size_t n, float t, bool listing,
+               cpu::ConvertedRow out = {}) {
+  Stats s;
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  s.block_max.assign(blocks, 0.0f);
+  s.block_sums.assign(blocks, 0.0);
+  std::vector<float> buffer(kBlock + 64), values(n + cpu::kCompressSlack);
+  std::vector<int32_t> ids(n + cpu::kCompressSlack);
+  cpu::NearMax near;
+  if (listing) {
+    near.below_max = -1.0f;
+    near.ids = ids.data();
+    near.values = values.data();
+  }
+  s.ok = cpu::block_softmax_stats(src, dtype, n, t, kBlock, buffer.data(), s.block_max.data(),
+                                  s.block_sums.data(), &near, out);
+  return s;
+}
+
+TEST(CpuSoftmaxStats, PipelinedPassHasTheBitsOfTheBlockByBlockPass) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const size_t n : {size_t{1}, size_t{100}, kBlock, 3 * kBlock + 77, 5 * kBlock}) {
+      const auto row = caller_row(dtype, n, n);
+      for (const float t : {1.0f, 0.7f}) {
+        const Stats pipelined = stats_of(row.data(), dtype, n, t, false);
+        const Stats listing = stats_of(row.data(), dtype, n, t, true);
+        ASSERT_TRUE(pipelined.ok && listing.ok);
+        for (size_t b = 0; b < pipelined.block_max.size(); ++b) {
+          EXPECT_EQ(pipelined.block_max[b], listing.block_max[b]) << n << " block " << b;
+          EXPECT_EQ(pipelined.block_sums[b], listing.block_sums[b]) << n << " block " << b;
+        }
+        if (n > kBlock) {
+          EXPECT_EQ(pipelined.block_sums[1], 0.0) << "the -inf block";
+        }
+      }
+    }
+  }
+}
+
+// The row written on the way is load_row_repeated's, entry for entry, penalised where seen.
+TEST(CpuSoftmaxStats, PipelinedPassWritesTheRepeatedRow) {
+  const size_t n = 3 * kBlock + 77;
+  const auto row = caller_row(DType::bf16, n, 7);
+  std::vector<uint64_t> seen((n + 63) / 64);
+  std::mt19937_64 rng(8);
+  for (uint64_t& word : seen) word = rng() & rng();
+  for (const float r : {1.1f, 0.9f}) {
+    std::vector<float> got(n), want(n);
+    const Stats s = stats_of(row.data(), DType::bf16, n, 1.0f, false, {got.data(), seen.data(), r});
+    ASSERT_TRUE(s.ok);
+    ASSERT_EQ(cpu::load_row_repeated(row.data(), DType::bf16, want.data(), n, seen.data(), r), -1);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "entry " << i;
+  }
+}
+
+// NaN or +inf in the first block, a middle one (read beside the previous block's Exp) or the
+// short last one; or made by a penalty r < 1 on the largest float: the pass says so.
+TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
+  const size_t n = 3 * kBlock + 77;
+  for (const size_t at : {size_t{5}, kBlock + 3, 2 * kBlock + 2047, n - 1}) {
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf}) {
+      auto row = caller_row(DType::f32, n, 9);
+      std::memcpy(row.data() + at * 4, &bad, 4);
+      EXPECT_FALSE(stats_of(row.data(), DType::f32, n, 1.0f, false).ok) << bad << " at " << at;
+    }
+    auto row = caller_row(DType::f32, n, 10);
+    const float largest = std::numeric_limits<float>::max();
+    std::memcpy(row.data() + at * 4, &largest, 4);
+    std::vector<uint64_t> seen((n + 63) / 64, ~uint64_t{0});
+    std::vector<float> dst(n);
+    EXPECT_TRUE(stats_of(row.data(), DType::f32, n, 1.0f, false).ok);
+    EXPECT_FALSE(
+        stats_of(row.data(), DType::f32, n, 1.0f, false, {dst.data(), seen.data(), 0.5f}).ok)
+        << "the penalty's +inf at " << at;
+  }
+}
+
+}  // namespace
+}  // namespace lastmile_test
