@@ -7,9 +7,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -86,17 +86,22 @@ void BM_CpuBlockSoftmaxStats(benchmark::State& state) {
   count_row_bytes(state);
 }
 
+// The bf16 row of `row`, each value's top half (truncated).
+std::vector<uint16_t> bf16_row(const std::vector<float>& row) {
+  std::vector<uint16_t> half(row.size());
+  for (size_t i = 0; i < row.size(); ++i)
+    half[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16);
+  return half;
+}
+
 // The raw summary's pass over a caller's bf16 row (serving_mix_qwen's every row); range(1) rows
 // taken in turn (64: a batch out of cache, as the scenario reads it).
 void BM_CpuBlockSoftmaxStatsBf16(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
   const auto rows = static_cast<size_t>(state.range(1));
-  std::vector<uint16_t> half(row.size() * rows);
-  for (size_t i = 0; i < half.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &row[i % row.size()], 4);
-    half[i] = static_cast<uint16_t>(bits >> 16);
-  }
+  const std::vector<uint16_t> one = bf16_row(row);
+  std::vector<uint16_t> half;
+  for (size_t r = 0; r < rows; ++r) half.insert(half.end(), one.begin(), one.end());
   std::vector<float> buffer(kBlock + 64), block_max(row.size() / kBlock + 1);
   std::vector<double> block_sums(block_max.size());
   size_t next = 0;
@@ -125,9 +130,7 @@ void BM_CpuCompressAtLeast(benchmark::State& state) {
 void BM_CpuCompressSourceBf16(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
   const float threshold = value_keeping(row, state.range(1));
-  std::vector<uint16_t> half(row.size());
-  for (size_t i = 0; i < row.size(); ++i)
-    half[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(row[i]) >> 16);
+  const std::vector<uint16_t> half = bf16_row(row);
   std::vector<int32_t> ids(row.size() + cpu::kCompressSlack);
   std::vector<float> values(row.size() + cpu::kCompressSlack);
   bool bad = false;
