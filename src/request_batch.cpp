@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <new>
+#include <type_traits>
 
 #include "lastmile/error.hpp"
 #include "random/philox.hpp"
@@ -16,6 +18,16 @@
 
 namespace lastmile {
 namespace detail {
+
+// RequestBatchImpl::add's pushes must not throw once room is reserved.
+static_assert(std::is_nothrow_move_constructible_v<BatchRequest>);
+
+// Room for one more element, growing geometrically (a reserve of size + 1 each time would copy the
+// list on every add).
+template <class T>
+void reserve_one_more(std::vector<T>& list) {
+  if (list.size() == list.capacity()) list.reserve(std::max<size_t>(4, 2 * list.capacity()));
+}
 
 struct KeptRequest {
   std::string id;
@@ -31,12 +43,19 @@ struct KeptRequest {
     output_counts.reserve(tokens);
     output_of.reserve(tokens, [this](uint32_t i) { return output_counts[i].token_id; });
   }
+  // Room for one more output token in each list, so that add_output cannot fail: a step then
+  // appends every request's token or, when this runs out of memory first, none.
+  void reserve_next_output() {
+    if (output.size() == output.capacity()) output.reserve(2 * output.capacity() + 16);
+    if (output_counts.size() == output_counts.capacity())
+      output_counts.reserve(2 * output_counts.capacity() + 16);
+    output_of.reserve(output_counts.size() + 1,
+                      [this](uint32_t i) { return output_counts[i].token_id; });
+  }
+  // After reserve_next_output: allocates nothing, so throws nothing.
   void add_output(TokenId id) {
     output.push_back(id);
     mark_seen(seen, id);
-    // Room for a new entry first: the index must never record one that failed to be added.
-    if (output_counts.size() == output_counts.capacity())
-      output_counts.reserve(2 * output_counts.capacity() + 16);
     const auto next = static_cast<uint32_t>(output_counts.size());
     const uint32_t index = output_of.find_or_insert(
         id, next, [this](uint32_t i) { return output_counts[i].token_id; });
@@ -62,15 +81,26 @@ class RequestBatchImpl {
     if (max_output_tokens < 0 || max_output_tokens > std::numeric_limits<int32_t>::max())
       throw InvalidArgument(who + ": max_output_tokens must be in [0, 2147483647], got " +
                             std::to_string(max_output_tokens));
-    auto request = std::make_unique<KeptRequest>();
-    request->id = std::string(id);
-    request->prompt.assign(prompt.begin(), prompt.end());
-    request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_++);
-    request->seen.assign(seen_words(config.vocab_size), 0);
-    for (TokenId t : prompt) mark_seen(request->seen, t);
-    request->reserve_output(static_cast<size_t>(max_output_tokens));
-    requests_.push_back(std::move(request));
-    batch_.requests.emplace_back().params = params;
+    try {
+      auto request = std::make_unique<KeptRequest>();
+      request->id = std::string(id);
+      request->prompt.assign(prompt.begin(), prompt.end());
+      request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_);
+      request->seen.assign(seen_words(config.vocab_size), 0);
+      for (TokenId t : prompt) mark_seen(request->seen, t);
+      request->reserve_output(static_cast<size_t>(max_output_tokens));
+      BatchRequest row;
+      row.params = params;
+      // Everything that can fail comes first: past the reserves the pushes move without throwing,
+      // so a failed add leaves the batch as it was.
+      reserve_one_more(requests_);
+      reserve_one_more(batch_.requests);
+      requests_.push_back(std::move(request));
+      batch_.requests.push_back(std::move(row));
+      ++added_;
+    } catch (const std::bad_alloc&) {
+      throw Error(ErrorCode::out_of_memory, who + ": add: out of memory");
+    }
   }
 
   void remove(std::string_view id) {
@@ -103,7 +133,8 @@ class RequestBatchImpl {
   const SamplerOutput& step(const LogitsView& logits) {
     kept_.resize(requests_.size());
     for (size_t i = 0; i < requests_.size(); ++i) {
-      const KeptRequest& r = *requests_[i];
+      KeptRequest& r = *requests_[i];
+      r.reserve_next_output();  // before kept_ reads the counts' capacity
       BatchRequest& row = batch_.requests[i];
       row.prompt_token_ids = r.prompt;
       row.output_token_ids = r.output;

@@ -7,11 +7,21 @@
 #include <cstdlib>
 #include <new>
 #include <set>
+#include <string>
 
 #include "unit/test_util.hpp"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
+// Fault injection: while it is n > 0, the n-th throwing allocation from now fails (bad_alloc).
+std::atomic<int64_t> g_fail_countdown{0};
+
+bool injected_failure() noexcept {
+  int64_t n = g_fail_countdown.load(std::memory_order_relaxed);
+  while (n > 0)
+    if (g_fail_countdown.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return n == 1;
+  return false;
+}
 }  // namespace
 
 // Every replaceable form of new / delete goes through malloc / free here, so that sanitizers'
@@ -33,6 +43,7 @@ void* counted_aligned(size_t size, std::align_val_t align) noexcept {
 }  // namespace
 
 void* operator new(size_t size) {
+  if (injected_failure()) throw std::bad_alloc();
   if (void* p = counted_malloc(size)) return p;
   throw std::bad_alloc();
 }
@@ -40,6 +51,7 @@ void* operator new[](size_t size) { return operator new(size); }
 void* operator new(size_t size, const std::nothrow_t&) noexcept { return counted_malloc(size); }
 void* operator new[](size_t size, const std::nothrow_t&) noexcept { return counted_malloc(size); }
 void* operator new(size_t size, std::align_val_t align) {
+  if (injected_failure()) throw std::bad_alloc();
   if (void* p = counted_aligned(size, align)) return p;
   throw std::bad_alloc();
 }
@@ -236,6 +248,78 @@ TEST(Allocation, RequestBatchStepsWithinReservedOutputAllocateNothing) {
     const std::set<TokenId> distinct(output.begin(), output.end());
     EXPECT_GT(distinct.size(), size_t{16}) << "the index must have met many new tokens";
   }
+}
+
+// A RequestBatch whose add or step runs out of memory changes nothing: every throwing allocation
+// they make is failed in turn (the first add of a request, the first step of a fresh batch, which
+// sizes the workspace and grows every history), and after each failure the batch holds the
+// requests and histories it held before, and goes on working. The failure is out_of_memory, naming
+// the request for add.
+TEST(Allocation, RequestBatchAddAndStepFailingAtAnyAllocationChangeNothing) {
+  constexpr int64_t kVocab = 64;
+  std::vector<float> logits(2 * kVocab);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 37) % 64) / 8.0f;
+  lastmile::SamplerConfig config;
+  config.vocab_size = kVocab;
+  config.max_batch = 2;
+  config.threads = 1;
+  lastmile::RequestParams params;
+  params.repetition_penalty = 1.2f;
+  params.frequency_penalty = 0.5f;
+  params.logit_bias = {{3, 1.0f}, {9, -2.0f}};
+  params.bad_words_token_ids = {{5, 6}, {7}};
+  params.logprobs = 2;
+  const std::vector<TokenId> prompt = {1, 2, 3};
+  const auto one_row = lastmile::LogitsView::f32(logits.data(), 1, kVocab);
+  const auto two_rows = lastmile::LogitsView::f32(logits.data(), 2, kVocab);
+  int failed_adds = 0;
+  for (int64_t k = 1;; ++k) {
+    lastmile::RequestBatch batch(config);
+    batch.add("a", params, prompt, 0);
+    batch.step(one_row);
+    g_fail_countdown = k;
+    bool added = false;
+    try {
+      batch.add("b", params, prompt, 0);
+      added = true;
+    } catch (const lastmile::Error& e) {
+      EXPECT_EQ(e.code(), lastmile::ErrorCode::out_of_memory) << e.what();
+      EXPECT_NE(std::string(e.what()).find("request 'b'"), std::string::npos) << e.what();
+    }
+    g_fail_countdown = 0;
+    if (added) break;
+    ++failed_adds;
+    ASSERT_EQ(batch.size(), 1) << "allocation " << k;
+    EXPECT_EQ(batch.output_token_ids("a").size(), size_t{1}) << "allocation " << k;
+    batch.add("b", params, prompt, 0);  // the failed add left no trace of it
+    EXPECT_EQ(batch.step(two_rows).num_rows, 2) << "allocation " << k;
+    EXPECT_EQ(batch.output_token_ids("b").size(), size_t{1}) << "allocation " << k;
+  }
+  EXPECT_GE(failed_adds, 3);
+  int failed_steps = 0;
+  for (int64_t k = 1;; ++k) {
+    lastmile::RequestBatch batch(config);
+    batch.add("a", params, prompt, 0);
+    batch.add("b", params, prompt, 0);
+    g_fail_countdown = k;
+    bool stepped = false;
+    try {
+      batch.step(two_rows);
+      stepped = true;
+    } catch (const lastmile::Error& e) {
+      EXPECT_EQ(e.code(), lastmile::ErrorCode::out_of_memory) << e.what();
+    }
+    g_fail_countdown = 0;
+    if (stepped) break;
+    ++failed_steps;
+    EXPECT_EQ(batch.output_token_ids("a").size(), size_t{0}) << "allocation " << k;
+    EXPECT_EQ(batch.output_token_ids("b").size(), size_t{0}) << "allocation " << k;
+    const lastmile::SamplerOutput& out = batch.step(two_rows);
+    ASSERT_EQ(out.num_rows, 2) << "allocation " << k;
+    EXPECT_EQ(batch.output_token_ids("a").size(), size_t{1}) << "allocation " << k;
+    EXPECT_EQ(batch.output_token_ids("b").size(), size_t{1}) << "allocation " << k;
+  }
+  EXPECT_GE(failed_steps, 3);
 }
 
 }  // namespace
