@@ -4,14 +4,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
+#include <limits>
 
+#include "backend.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::detail {
 namespace {
 
 constexpr int kMaxThreads = 1024;
+
+const char* dtype_name(DType dtype) {
+  return dtype == DType::f32 ? "f32" : dtype == DType::f16 ? "f16" : "bf16";
+}
 
 bool valid_mode(LogprobsMode mode) {
   return mode == LogprobsMode::raw_logprobs || mode == LogprobsMode::raw_logits ||
@@ -167,6 +174,19 @@ void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerC
                               std::to_string(logits.row_stride));
   if (logits.data == nullptr && logits.num_rows > 0)
     throw InvalidArgument(ErrorCode::invalid_logits, "logits: data is null");
+  // Row r is read at data + r * row_stride elements: the last row must end within the address
+  // space, or that offset wraps (and reads before data).
+  const auto size = static_cast<int64_t>(element_size(logits.dtype));
+  const int64_t stride = logits.row_stride != 0 ? logits.row_stride : logits.vocab_size;
+  const int64_t addressable = std::numeric_limits<ptrdiff_t>::max() / size;
+  if (logits.num_rows > 1 && (stride > (addressable - logits.vocab_size) / (logits.num_rows - 1)))
+    throw InvalidArgument(ErrorCode::invalid_logits,
+                          "logits: " + std::to_string(logits.num_rows) + " rows at row_stride " +
+                              std::to_string(stride) + " reach past the address space");
+  if (reinterpret_cast<uintptr_t>(logits.data) % static_cast<uintptr_t>(size) != 0)
+    throw InvalidArgument(ErrorCode::invalid_logits, "logits: data must be aligned to its " +
+                                                         std::to_string(size) + "-byte " +
+                                                         dtype_name(logits.dtype) + " elements");
   if (static_cast<int64_t>(batch.requests.size()) != logits.num_rows)
     fail("batch", "requests must hold one entry per logits row (" +
                       std::to_string(logits.num_rows) + "), got " +

@@ -337,6 +337,51 @@ TEST(Validation, RowStride) {
   EXPECT_NO_THROW(sampler.sample(view, make_batch(rows)));
 }
 
+// A stride so large that a later row lies past the address space (its byte offset would wrap) is
+// refused before any row is read; one row reads none past the first, whatever the stride.
+TEST(Validation, RowStrideBeyondTheAddressSpace) {
+  Sampler sampler(make_config(kVocab, 2));
+  const std::vector<float> logits(2 * kVocab, 0.0f);
+  const std::vector<Row> rows(2, row_with(RequestParams{}));
+  LogitsView view = LogitsView::f32(logits.data(), 2, kVocab);
+  view.row_stride = std::numeric_limits<int64_t>::max() / 2;
+  expect_invalid([&] { sampler.sample(view, make_batch(rows)); },
+                 "logits: 2 rows at row_stride 4611686018427387903 reach past the address space",
+                 ErrorCode::invalid_logits);
+  view.row_stride = int64_t{1} << 61;  // 2^63 bytes on: the smallest f32 stride past it
+  expect_invalid([&] { sampler.sample(view, make_batch(rows)); },
+                 "logits: 2 rows at row_stride 2305843009213693952 reach past the address space",
+                 ErrorCode::invalid_logits);
+  view.dtype = lastmile::DType::bf16;
+  view.row_stride = std::numeric_limits<int64_t>::max() / 2;  // 2^63 - 2 bytes, and a row
+  expect_invalid([&] { sampler.sample(view, make_batch(rows)); },
+                 "logits: 2 rows at row_stride 4611686018427387903 reach past the address space",
+                 ErrorCode::invalid_logits);
+  view.num_rows = 1;
+  const std::vector<Row> one(1, row_with(RequestParams{}));
+  view.row_stride = std::numeric_limits<int64_t>::max();
+  EXPECT_NO_THROW(sampler.sample(view, make_batch(one)));
+}
+
+// Elements are read as what they are: a pointer that does not hold whole ones is refused.
+TEST(Validation, MisalignedData) {
+  Sampler sampler(make_config(kVocab, 1));
+  const std::vector<Row> rows = {row_with(RequestParams{})};
+  std::vector<float> storage(kVocab + 1, 0.0f);
+  const char* bytes = reinterpret_cast<const char*>(storage.data());
+  LogitsView view = LogitsView::f32(storage.data(), 1, kVocab);
+  view.data = bytes + 2;
+  expect_invalid([&] { sampler.sample(view, make_batch(rows)); },
+                 "logits: data must be aligned to its 4-byte f32 elements",
+                 ErrorCode::invalid_logits);
+  view.dtype = lastmile::DType::bf16;  // 2 bytes: fine for bf16
+  EXPECT_NO_THROW(sampler.sample(view, make_batch(rows)));
+  view.data = bytes + 1;
+  expect_invalid([&] { sampler.sample(view, make_batch(rows)); },
+                 "logits: data must be aligned to its 2-byte bf16 elements",
+                 ErrorCode::invalid_logits);
+}
+
 TEST(Validation, NullDataAndBadDType) {
   Sampler sampler(make_config(kVocab, 1));
   const std::vector<Row> rows = {row_with(RequestParams{})};
