@@ -1,10 +1,22 @@
 // lastmile — C structs to the C++ API (see convert.hpp).
 #include "capi/convert.hpp"
 
+#include <cstddef>
+#include <limits>
+
 #include "lastmile/error.hpp"
 
 namespace lastmile::capi {
 namespace {
+
+// A count of T no array can hold: past it, data + count wraps (and a span of it reads nothing or
+// anything), so such a count is refused before it is used.
+template <typename T>
+void check_addressable(const std::string& who, const std::string& name, int64_t count) {
+  if (count > std::numeric_limits<ptrdiff_t>::max() / static_cast<int64_t>(sizeof(T)))
+    throw InvalidArgument(who + ": " + name + " is " + std::to_string(count) +
+                          ", past what an array can hold");
+}
 
 // A C array: NULL is fine only when empty. `count_name`: the count field's name after "num_"
 // when it differs from the array's (logit_bias_token_ids / _values share num_logit_bias).
@@ -14,6 +26,7 @@ std::span<const T> array(const std::string& who, const char* field, const T* dat
   const std::string count = std::string("num_") + (count_name ? count_name : field);
   if (size < 0)
     throw InvalidArgument(who + ": " + count + " must be >= 0, got " + std::to_string(size));
+  check_addressable<T>(who, count, size);
   if (size > 0 && data == nullptr)
     throw InvalidArgument(who + ": " + field + " is NULL but " + count + " is " +
                           std::to_string(size));
@@ -25,11 +38,12 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
   if (r.num_bad_words < 0)
     throw InvalidArgument(who + ": num_bad_words must be >= 0, got " +
                           std::to_string(r.num_bad_words));
-  out.resize(static_cast<size_t>(r.num_bad_words));
-  if (r.num_bad_words == 0) return;
-  if (r.bad_words_offsets == nullptr)
+  check_addressable<int64_t>(who, "num_bad_words", r.num_bad_words);  // num_bad_words + 1 offsets
+  if (r.num_bad_words > 0 && r.bad_words_offsets == nullptr)
     throw InvalidArgument(who + ": bad_words_offsets is NULL but num_bad_words is " +
                           std::to_string(r.num_bad_words));
+  out.resize(static_cast<size_t>(r.num_bad_words));
+  if (r.num_bad_words == 0) return;
   if (r.bad_words_offsets[0] != 0)
     throw InvalidArgument(who + ": bad_words_offsets[0] must be 0, got " +
                           std::to_string(r.bad_words_offsets[0]));
@@ -39,9 +53,11 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
       throw InvalidArgument(who + ": bad_words_offsets must not decrease, got " +
                             std::to_string(end) + " after " + std::to_string(begin) + " at index " +
                             std::to_string(i + 1));
+    const std::string end_name = "bad_words_offsets[" + std::to_string(i + 1) + "]";
+    check_addressable<TokenId>(who, end_name, end);
     if (end > begin && r.bad_words_token_ids == nullptr)
-      throw InvalidArgument(who + ": bad_words_token_ids is NULL but bad_words_offsets[" +
-                            std::to_string(r.num_bad_words) + "] is " + std::to_string(end));
+      throw InvalidArgument(who + ": bad_words_token_ids is NULL but " + end_name + " is " +
+                            std::to_string(end));
     out[static_cast<size_t>(i)].assign(r.bad_words_token_ids + begin, r.bad_words_token_ids + end);
   }
 }
@@ -99,6 +115,10 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
   p.seed = r.has_seed ? std::optional<uint64_t>(r.seed) : std::nullopt;
   p.logprobs = r.has_logprobs ? std::optional<int32_t>(r.logprobs) : std::nullopt;
   if (r.has_logprob_token_ids) {
+    if (r.num_logprob_token_ids > RequestParams::kMaxLogprobTokenIds)  // before any copy
+      throw InvalidArgument(who + ": logprob_token_ids must hold at most " +
+                            std::to_string(RequestParams::kMaxLogprobTokenIds) + " ids, got " +
+                            std::to_string(r.num_logprob_token_ids));
     const auto ids = array(who, "logprob_token_ids", r.logprob_token_ids, r.num_logprob_token_ids);
     if (!p.logprob_token_ids) p.logprob_token_ids.emplace();
     p.logprob_token_ids->assign(ids.begin(), ids.end());
@@ -111,8 +131,12 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
   out.step = r.has_step ? std::optional<uint64_t>(r.step) : std::nullopt;
 }
 
-void fill_batch(const lastmile_batch* batch, Batch& out) {
+void fill_batch(const lastmile_batch* batch, int64_t max_batch, Batch& out) {
   require(batch, "batch");
+  if (batch->num_requests > max_batch)  // before the requests are sized for
+    throw InvalidArgument(
+        "batch: num_requests must be at most max_batch = " + std::to_string(max_batch) + ", got " +
+        std::to_string(batch->num_requests));
   const auto requests =
       array(std::string("batch"), "requests", batch->requests, batch->num_requests);
   if (batch->has_logprobs_mode && (batch->logprobs_mode < 0 || batch->logprobs_mode > 3))

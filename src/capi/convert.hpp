@@ -1,5 +1,6 @@
 // lastmile — C structs to the C++ API: config, one request, a batch, logits, and the output back.
-// Pointer / count pairs are checked here (a NULL array with a positive count, a negative count);
+// Pointer / count pairs are checked here (a NULL array with a positive count, a negative count, a
+// count past what an array can hold, more requests than max_batch);
 // the values themselves are validated by the sampler, with the same messages as in C++.
 #pragma once
 
@@ -18,7 +19,7 @@ SamplerConfig to_config(const lastmile_sampler_config* config);
 // Fills `out` in place, reusing its vectors' capacity, so a steady-state call does not allocate.
 // `who` names the request in messages, e.g. "request 3".
 void fill_request(const std::string& who, const lastmile_request& request, BatchRequest& out);
-void fill_batch(const lastmile_batch* batch, Batch& out);
+void fill_batch(const lastmile_batch* batch, int64_t max_batch, Batch& out);
 
 LogitsView to_logits_view(const lastmile_logits* logits);
 lastmile_output to_c_output(const SamplerOutput& output);

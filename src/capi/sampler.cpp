@@ -71,7 +71,7 @@ lastmile_status lastmile_sampler_sample(lastmile_sampler* sampler, const lastmil
   return guarded(sampler->last_error, [&] {
     require(output, "output");
     const lastmile::LogitsView view = lastmile::capi::to_logits_view(logits);
-    lastmile::capi::fill_batch(batch, sampler->batch);
+    lastmile::capi::fill_batch(batch, sampler->sampler.config().max_batch, sampler->batch);
     *output = lastmile::capi::to_c_output(sampler->sampler.sample(view, sampler->batch));
   });
 }

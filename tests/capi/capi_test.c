@@ -238,6 +238,73 @@ static void bad_words_in_offsets_form(void) {
   lastmile_sampler_destroy(sampler);
 }
 
+/* Counts past what an array can hold are refused by name before anything is copied or sized
+ * (2^62 int32s would wrap the pointer range to nothing; 2^62 requests would be resized for). */
+static void absurd_counts_name_their_field(void) {
+  lastmile_sampler* sampler = make_sampler(1);
+  lastmile_request request;
+  lastmile_request_init(&request);
+  lastmile_batch batch;
+  lastmile_batch_init(&batch);
+  batch.requests = &request;
+  batch.num_requests = 1;
+  const lastmile_logits logits = view(1);
+  lastmile_output out;
+  const int64_t huge = (int64_t)1 << 62;
+  const int32_t ids[] = {1, 2, 3};
+
+  request.stop_token_ids = ids;
+  request.num_stop_token_ids = huge;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
+                "request 0: num_stop_token_ids is 4611686018427387904, past what an array can "
+                "hold");
+  request.num_stop_token_ids = 0;
+
+  request.has_logprob_token_ids = 1;
+  request.logprob_token_ids = ids;
+  request.num_logprob_token_ids = huge;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
+                "request 0: logprob_token_ids must hold at most 128 ids, got "
+                "4611686018427387904");
+  request.has_logprob_token_ids = 0;
+
+  const int64_t offsets[] = {0, 1, 3};
+  request.bad_words_offsets = offsets;
+  request.num_bad_words = 2;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
+                "request 0: bad_words_token_ids is NULL but bad_words_offsets[1] is 1");
+  const int64_t far[] = {0, huge};
+  request.bad_words_token_ids = ids;
+  request.bad_words_offsets = far;
+  request.num_bad_words = 1;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
+                "request 0: bad_words_offsets[1] is 4611686018427387904, past what an array can "
+                "hold");
+  request.num_bad_words = huge;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
+                "request 0: num_bad_words is 4611686018427387904, past what an array can hold");
+  request.num_bad_words = 0;
+
+  batch.num_requests = huge;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
+                "batch: num_requests must be at most max_batch = 1, got 4611686018427387904");
+  batch.num_requests = 1;
+  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) == LASTMILE_STATUS_OK);
+  lastmile_sampler_destroy(sampler);
+}
+
 static void request_batch_keeps_state(void) {
   lastmile_sampler_config config;
   lastmile_sampler_config_init(&config);
@@ -304,6 +371,7 @@ int main(void) {
   explicit_ids_and_full_matrix();
   errors_name_request_and_field_and_stay_in_their_handle();
   bad_words_in_offsets_form();
+  absurd_counts_name_their_field();
   request_batch_keeps_state();
   if (failures) {
     fprintf(stderr, "capi_test: %d checks failed\n", failures);
