@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "lastmile/error.hpp"
+#include "moved_from.hpp"
 #include "random/philox.hpp"
 #include "sampler_impl.hpp"
 #include "token_index.hpp"
@@ -194,22 +195,31 @@ RequestBatch& RequestBatch::operator=(RequestBatch&&) noexcept = default;
 
 void RequestBatch::add(std::string_view request_id, const RequestParams& params,
                        std::span<const TokenId> prompt_token_ids, int64_t max_output_tokens) {
-  detail::translating_bad_alloc(
-      "add", [&] { impl_->add(request_id, params, prompt_token_ids, max_output_tokens); });
+  detail::translating_bad_alloc("add", [&] {
+    detail::live(impl_, "RequestBatch")
+        .add(request_id, params, prompt_token_ids, max_output_tokens);
+  });
 }
-void RequestBatch::remove(std::string_view request_id) { impl_->remove(request_id); }
+void RequestBatch::remove(std::string_view request_id) {
+  detail::live(impl_, "RequestBatch").remove(request_id);
+}
 void RequestBatch::reorder(std::span<const std::string> request_ids) {
-  impl_->reorder(request_ids);
+  detail::live(impl_, "RequestBatch").reorder(request_ids);
 }
 const SamplerOutput& RequestBatch::step(const LogitsView& logits) {
-  return detail::translating_bad_alloc(
-      "step", [&]() -> const SamplerOutput& { return impl_->step(logits); });
+  return detail::translating_bad_alloc("step", [&]() -> const SamplerOutput& {
+    return detail::live(impl_, "RequestBatch").step(logits);
+  });
 }
-int64_t RequestBatch::size() const { return impl_->size(); }
-std::string RequestBatch::backend_name() const { return impl_->backend_name(); }
-const std::string& RequestBatch::request_id(int64_t row) const { return impl_->request_id(row); }
+int64_t RequestBatch::size() const { return detail::live(impl_, "RequestBatch").size(); }
+std::string RequestBatch::backend_name() const {
+  return detail::live(impl_, "RequestBatch").backend_name();
+}
+const std::string& RequestBatch::request_id(int64_t row) const {
+  return detail::live(impl_, "RequestBatch").request_id(row);
+}
 std::span<const TokenId> RequestBatch::output_token_ids(std::string_view request_id) const {
-  return impl_->output_token_ids(request_id);
+  return detail::live(impl_, "RequestBatch").output_token_ids(request_id);
 }
 
 }  // namespace lastmile

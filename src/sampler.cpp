@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "lastmile/error.hpp"
+#include "moved_from.hpp"
 #include "pipeline/steps.hpp"
 #include "random/philox.hpp"
 #include "sampler_impl.hpp"
@@ -228,12 +229,15 @@ Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
 const SamplerOutput& Sampler::sample(const LogitsView& logits, const Batch& batch) {
-  return detail::translating_bad_alloc(
-      "sample", [&]() -> const SamplerOutput& { return impl_->sample(logits, batch); });
+  return detail::translating_bad_alloc("sample", [&]() -> const SamplerOutput& {
+    return detail::live(impl_, "Sampler").sample(logits, batch);
+  });
 }
 
-const SamplerConfig& Sampler::config() const { return impl_->config(); }
+const SamplerConfig& Sampler::config() const { return detail::live(impl_, "Sampler").config(); }
 
-std::string Sampler::backend_name() const { return detail::describe(impl_->backend()); }
+std::string Sampler::backend_name() const {
+  return detail::describe(detail::live(impl_, "Sampler").backend());
+}
 
 }  // namespace lastmile

@@ -34,6 +34,7 @@ class RequestBatch {
  public:
   explicit RequestBatch(SamplerConfig config);
   ~RequestBatch();
+  // A moved-from batch may be destroyed or assigned to; any other call throws InvalidArgument.
   RequestBatch(RequestBatch&&) noexcept;
   RequestBatch& operator=(RequestBatch&&) noexcept;
 
@@ -42,6 +43,7 @@ class RequestBatch {
   // a counter of requests added, so their streams do not depend on batch position.
   // max_output_tokens reserves room for that many output tokens: steps then allocate nothing
   // until the request outgrows it (beyond it, storage grows geometrically, as a vector's).
+  // A failed add (any exception, out_of_memory included) leaves the batch as it was.
   void add(std::string_view request_id, const RequestParams& params,
            std::span<const TokenId> prompt_token_ids = {}, int64_t max_output_tokens = 0);
   // Removes a request; the rows after it move up by one. Throws on an unknown id.
@@ -50,7 +52,8 @@ class RequestBatch {
   void reorder(std::span<const std::string> request_ids);
 
   // Samples one token per request, appends it to that request's output, returns the step's
-  // output (rows in the current order). logits.num_rows must equal size().
+  // output (rows in the current order). logits.num_rows must equal size(). A failed step
+  // appends nothing.
   const SamplerOutput& step(const LogitsView& logits);
 
   int64_t size() const;

@@ -48,6 +48,7 @@ class Sampler {
   // Throws InvalidArgument for vocab_size < 1, max_batch < 1 or threads < 0.
   explicit Sampler(SamplerConfig config);
   ~Sampler();
+  // A moved-from sampler may be destroyed or assigned to; any other call throws InvalidArgument.
   Sampler(Sampler&&) noexcept;
   Sampler& operator=(Sampler&&) noexcept;
 

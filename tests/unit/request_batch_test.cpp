@@ -238,6 +238,46 @@ TEST(RequestBatch, MoveKeepsTheRequests) {
   EXPECT_EQ(outputs(moved, "a"), (std::vector<TokenId>{3, 1}));
 }
 
+// A moved-from batch or sampler holds nothing: every call but destruction and assignment throws
+// InvalidArgument saying so (it dereferenced null before), and assigning to it revives it.
+TEST(RequestBatch, MovedFromThrowsUntilAssigned) {
+  RequestBatch batch(make_config(4, 2));
+  batch.add("a", greedy_params());
+  RequestBatch moved(std::move(batch));
+  const std::string message = "RequestBatch: used after being moved from";
+  auto expect_moved_from = [&](const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << "expected InvalidArgument";
+    } catch (const lastmile::InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  const std::vector<float> logits = one_hot_rows({1});
+  expect_moved_from([&] { batch.size(); });
+  expect_moved_from([&] { batch.add("b", greedy_params()); });
+  expect_moved_from([&] { batch.remove("a"); });
+  expect_moved_from([&] { batch.reorder({}); });
+  expect_moved_from([&] { batch.step(LogitsView::f32(logits.data(), 1, 4)); });
+  expect_moved_from([&] { batch.backend_name(); });
+  expect_moved_from([&] { batch.request_id(0); });
+  expect_moved_from([&] { batch.output_token_ids("a"); });
+  batch = RequestBatch(make_config(4, 2));
+  EXPECT_EQ(batch.size(), 0);
+
+  lastmile::Sampler sampler(make_config(4, 1));
+  lastmile::Sampler other(std::move(sampler));
+  try {
+    sampler.sample(LogitsView::f32(logits.data(), 1, 4), lastmile::Batch{});
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const lastmile::InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "Sampler: used after being moved from");
+  }
+  EXPECT_THROW(sampler.config(), lastmile::InvalidArgument);
+  EXPECT_THROW(sampler.backend_name(), lastmile::InvalidArgument);
+  EXPECT_EQ(other.config().vocab_size, 4);
+}
+
 TEST(RequestBatch, StepReturnsLogprobsForTheBatch) {
   RequestBatch batch(make_config(4, 2));
   RequestParams p = greedy_params();
