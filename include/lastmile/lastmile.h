@@ -126,8 +126,8 @@ typedef struct lastmile_batch {
 } lastmile_batch;
 
 typedef struct lastmile_logits {
-  const void* data;
-  int32_t dtype; /* a lastmile_dtype */
+  const void* data; /* aligned to the element's size: 4 bytes for f32, 2 for f16 / bf16 */
+  int32_t dtype;    /* a lastmile_dtype */
   int64_t num_rows;
   int64_t vocab_size;
   int64_t row_stride; /* elements between row starts, >= vocab_size; 0: vocab_size (packed) */

@@ -8,8 +8,9 @@ namespace lastmile {
 
 enum class DType { f32, f16, bf16 };
 
-// Row r starts at `data + r * row_stride` elements of `dtype`; row_stride >= vocab_size.
-// The sampler reads the logits and never writes them.
+// Row r starts at `data + r * row_stride` elements of `dtype`; row_stride >= vocab_size. data is
+// aligned to the element's size (4 bytes for f32, 2 for f16 / bf16). The sampler reads the logits
+// and never writes them.
 struct LogitsView {
   const void* data = nullptr;
   int64_t num_rows = 0;
