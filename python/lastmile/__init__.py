@@ -120,6 +120,12 @@ def _check_mode(name: str, mode: str) -> str:
     return mode
 
 
+def _check_dtype(dtype: Any) -> None:
+    # Else nanobind's "incompatible function arguments" would be reported as a logits error.
+    if dtype is not None and not isinstance(dtype, str):
+        raise TypeError(f"dtype must be a str or None, got {type(dtype).__name__}")
+
+
 def _integer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -275,6 +281,10 @@ class Sampler:
             _check_mode("logprobs_mode", logprobs_mode)
         if num_logprobs is not None:
             num_logprobs = _integer("num_logprobs", num_logprobs)
+            if not -1 <= num_logprobs <= self._impl.vocab_size:  # also past int32: named here
+                raise InvalidArgument(f"batch: num_logprobs must be -1 or in "
+                                      f"[0, {self._impl.vocab_size}], got {num_logprobs}")
+        _check_dtype(dtype)
         requests = _requests(requests)
         try:
             raw = self._impl.sample(
@@ -339,6 +349,7 @@ class RequestBatch:
 
     def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:
         """Samples row i for ``request_ids()[i]`` and appends each token to its request."""
+        _check_dtype(dtype)
         try:
             return _output(self._impl.step(logits, dtype))
         except TypeError as e:

@@ -33,12 +33,22 @@ def _values(matrix: np.ndarray) -> list:
     return [[_finite(float(v)) for v in row] for row in matrix]
 
 
+# logits_dtype -> the logits.npy dtype it needs (bfloat16: its bit patterns, as uint16).
+_NPY_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+
+
 def _read_case(case: Path):
     spec = json.loads((case / "case.json").read_text())
-    logits = np.load(case / "logits.npy")
+    if not isinstance(spec, dict) or not isinstance(spec.get("requests"), list):
+        raise ValueError("case.json: expected an object with a list of requests")
     dtype = spec.get("logits_dtype", "float32")
-    if dtype not in ("float32", "float16", "bfloat16"):
+    if dtype not in _NPY_DTYPES:
         raise ValueError(f"case.json: logits_dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    logits = np.load(case / "logits.npy", allow_pickle=False)
+    if logits.ndim != 2:
+        raise ValueError(f"logits.npy: expected 2 dimensions [num_rows, vocab_size], got {logits.ndim}")
+    if logits.dtype != _NPY_DTYPES[dtype]:
+        raise ValueError(f"logits.npy: dtype {logits.dtype} does not match logits_dtype {dtype}")
     return spec, logits, dtype
 
 
@@ -94,6 +104,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         run(args.case, args.out, args.logprobs_mode, args.num_logprobs, args.repeat, args.threads)
     except (OSError, ValueError, TypeError, KeyError, InvalidArgument) as e:
         print(f"lastmile.run: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # anything else a malformed case raises (numpy's npy reader, json)
+        print(f"lastmile.run: error: {args.case}: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     return 0
 

@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, List, NamedTuple, Optional
 
@@ -131,7 +132,8 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
         known = [t for t in outputs[row] if t != _PLACEHOLDER]
         r: dict = {"output_token_ids": known}
         t = 0.0 if temperature is None else float(temperature[row])
-        r["temperature"] = t if t >= _GREEDY_EPS else 0.0  # greedy sentinels: 0.0 or -1.0
+        # Greedy sentinels (0.0, -1.0) become 0; NaN goes on, for the sampler to refuse.
+        r["temperature"] = t if t >= _GREEDY_EPS or math.isnan(t) else 0.0
         if top_p is not None:
             r["top_p"] = float(top_p[row])
         if top_k is not None:

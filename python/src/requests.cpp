@@ -69,10 +69,18 @@ class Fields {
   bool is_dict_ = false;
 };
 
+// A bool, Python's or numpy's (numpy.bool_, named "bool" since numpy 2): it has __index__ and
+// __float__, and would pass for 0 / 1 where an int or a number belongs.
+bool is_bool(nb::handle value) {
+  if (PyBool_Check(value.ptr())) return true;
+  const std::string type =
+      nb::cast<std::string>(nb::str(nb::handle(value.type()).attr("__name__")));
+  return type == "bool_" || type == "bool";
+}
+
 // The value as a Python int (through __index__: numpy and torch integers too); bools refused.
 nb::object python_int(nb::handle value, const std::string& who, const char* field) {
-  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
-    type_error(who, field, "an int", value);
+  if (is_bool(value) || !PyIndex_Check(value.ptr())) type_error(who, field, "an int", value);
   nb::object index = nb::steal(PyNumber_Index(value.ptr()));
   if (!index.is_valid()) {  // e.g. a numpy array where an int belongs
     PyErr_Clear();
@@ -112,18 +120,34 @@ std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
   return u;
 }
 
-float as_float(nb::handle value, const std::string& who, const char* field) {
-  if (PyBool_Check(value.ptr()) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
-                                     PyObject_HasAttrString(value.ptr(), "__float__")))
+double as_double(nb::handle value, const std::string& who, const char* field) {
+  if (is_bool(value) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
+                          PyObject_HasAttrString(value.ptr(), "__float__")))
     type_error(who, field, "a number", value);
   const double v = PyFloat_AsDouble(value.ptr());
-  if (v == -1.0 && PyErr_Occurred()) throw nb::python_error();
-  return static_cast<float>(v);
+  if (v == -1.0 && PyErr_Occurred()) {  // e.g. an array of two: __float__ refuses it
+    PyErr_Clear();
+    type_error(who, field, "a number", value);
+  }
+  return v;
+}
+
+float as_float(nb::handle value, const std::string& who, const char* field) {
+  return static_cast<float>(as_double(value, who, field));
 }
 
 void set_float(const Fields& f, const char* name, float& out, const std::string& who) {
   nb::object v = f.get(name);
   if (!v.is_none()) out = as_float(v, who, name);
+}
+
+// Greedy is decided on the double, as vLLM's Python float and the case reader do: 9.9999999e-06 <
+// 1e-5 is greedy although it rounds to 1e-5f, which as a float is not.
+void set_temperature(const Fields& f, float& out, const std::string& who) {
+  nb::object v = f.get("temperature");
+  if (v.is_none()) return;
+  const double t = as_double(v, who, "temperature");
+  out = t >= 0 && t < 1e-5 ? 0.0f : static_cast<float>(t);
 }
 
 void set_int32(const Fields& f, const char* name, int32_t& out, const std::string& who) {
@@ -152,6 +176,8 @@ bool read_integer_array(nb::handle ids, const std::string& who, const char* fiel
   const nb::dlpack::dtype t = a.dtype();
   const bool is_int = t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int);
   const bool is_uint = t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::UInt);
+  if (t.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Bool))  // 0 / 1 are not its ids
+    type_error(who, field, "token ids, not a bool mask", ids);
   if (!(is_int || is_uint) || (t.bits != 32 && t.bits != 64) || t.lanes != 1) return false;
   const size_t n = a.shape(0);
   const int64_t stride = a.stride(0);
@@ -186,13 +212,18 @@ std::vector<TokenId> read_token_ids(nb::handle ids, const std::string& who, cons
     type_error(who, field, "a sequence of ints", ids);
   std::vector<TokenId> out;
   if (read_integer_array(ids, who, field, out)) return out;
-  if (PySequence_Check(ids.ptr())) out.reserve(static_cast<size_t>(nb::len(ids)));
-  size_t i = 0;
-  for (nb::handle item : nb::iter(ids)) {
-    const std::string at = std::string(field) + "[" + std::to_string(i++) + "]";
-    const int64_t v = as_integer(item, who, at.c_str());
-    check_token_id(v, who, field, i - 1);
-    out.push_back(static_cast<TokenId>(v));
+  try {
+    if (PySequence_Check(ids.ptr())) out.reserve(static_cast<size_t>(nb::len(ids)));
+    size_t i = 0;
+    for (nb::handle item : nb::iter(ids)) {
+      const std::string at = std::string(field) + "[" + std::to_string(i++) + "]";
+      const int64_t v = as_integer(item, who, at.c_str());
+      check_token_id(v, who, field, i - 1);
+      out.push_back(static_cast<TokenId>(v));
+    }
+  } catch (const nb::python_error& e) {  // has __iter__ but no length or items: a 0-d array
+    if (!e.matches(PyExc_TypeError)) throw;
+    type_error(who, field, "a sequence of ints", ids);
   }
   return out;
 }
@@ -202,7 +233,7 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
                   std::vector<TokenId>& spec) {
   const Fields f(request, who);
   RequestParams& p = out.params;
-  set_float(f, "temperature", p.temperature, who);
+  set_temperature(f, p.temperature, who);
   set_int32(f, "top_k", p.top_k, who);
   set_float(f, "top_p", p.top_p, who);
   set_float(f, "min_p", p.min_p, who);
@@ -239,7 +270,8 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
   if (nb::object allowed = f.get("allowed_token_ids"); !allowed.is_none())
     p.allowed_token_ids = read_token_ids(allowed, who, "allowed_token_ids");
   if (nb::object words = f.get("bad_words_token_ids"); !words.is_none()) {
-    if (nb::isinstance<nb::str>(words)) type_error(who, "bad_words_token_ids", "a list", words);
+    if (nb::isinstance<nb::str>(words) || !PyObject_HasAttrString(words.ptr(), "__iter__"))
+      type_error(who, "bad_words_token_ids", "a list of token-id lists", words);
     for (nb::handle word : nb::iter(words))
       p.bad_words_token_ids.push_back(read_token_ids(word, who, "bad_words_token_ids"));
   }

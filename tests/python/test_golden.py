@@ -1,7 +1,11 @@
 """The golden cases through the Python runner (python -m lastmile.run): check.py must pass all."""
 
+import json
 import subprocess
 import sys
+
+import numpy as np
+import pytest
 
 
 def test_check_py_passes_through_the_python_runner(golden, tmp_path):
@@ -20,5 +24,26 @@ def test_runner_reports_a_bad_case_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "lastmile.run", str(tmp_path / "case"), "--out",
                            str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2
+    assert done.stderr.startswith("lastmile.run: error: ")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("name, spec, logits", [
+    ("one_dimensional", {"requests": [{}]}, np.zeros(4, np.float32)),
+    ("a_list_not_an_object", [], np.zeros((1, 4), np.float32)),
+    ("dtype_mismatch", {"requests": [{}], "logits_dtype": "float32"}, np.zeros((1, 4), np.float16)),
+    ("empty_npy", {"requests": [{}]}, None),
+])
+def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits):
+    case = tmp_path / name
+    case.mkdir()
+    (case / "case.json").write_text(json.dumps(spec))
+    if logits is None:
+        (case / "logits.npy").write_bytes(b"")
+    else:
+        np.save(case / "logits.npy", logits)
+    done = subprocess.run([sys.executable, "-m", "lastmile.run", str(case), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("lastmile.run: error: ")
     assert len(done.stderr.strip().splitlines()) == 1

@@ -161,6 +161,46 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
     assert str(e.value) == message
 
 
+@pytest.mark.parametrize("call, error, message", [
+    (lambda s: s.sample(LOGITS, GREEDY, num_logprobs=2**40), lastmile.InvalidArgument,
+     "batch: num_logprobs must be -1 or in [0, 6], got 1099511627776"),
+    (lambda s: s.sample(LOGITS, GREEDY, dtype=5), TypeError, "dtype must be a str or None, got int"),
+    (lambda s: s.sample(LOGITS, [{"allowed_token_ids": np.array([True] * VOCAB)}, {}]), TypeError,
+     "request 0: allowed_token_ids must be token ids, not a bool mask, got ndarray"),
+    (lambda s: s.sample(LOGITS, [{"allowed_token_ids": torch.ones(VOCAB, dtype=torch.bool)}, {}]),
+     TypeError, "request 0: allowed_token_ids must be token ids, not a bool mask, got Tensor"),
+    (lambda s: s.sample(LOGITS, [{"top_k": np.True_}, {}]), TypeError,
+     f"request 0: top_k must be an int, got {type(np.True_).__name__}"),
+    (lambda s: s.sample(LOGITS, [{"temperature": np.False_}, {}]), TypeError,
+     f"request 0: temperature must be a number, got {type(np.False_).__name__}"),
+    (lambda s: s.sample(LOGITS, [{"temperature": np.array([0.0, 1.0])}, {}]), TypeError,
+     "request 0: temperature must be a number, got ndarray"),
+    (lambda s: s.sample(LOGITS, [{"bad_words_token_ids": 3}, {}]), TypeError,
+     "request 0: bad_words_token_ids must be a list of token-id lists, got int"),
+    (lambda s: s.sample(LOGITS, [{"allowed_token_ids": np.array(3)}, {}]), TypeError,
+     "request 0: allowed_token_ids must be a sequence of ints, got ndarray"),
+])
+def test_misused_arguments_name_their_field(call, error, message):
+    with pytest.raises(error) as e:
+        call(sampler())
+    assert str(e.value) == message
+
+
+def test_no_rows_still_give_the_full_matrix_asked_for():
+    out = sampler().sample(np.zeros((0, VOCAB), np.float32), [], num_logprobs=-1)
+    assert out.full_logprobs.shape == (0, VOCAB) and out.full_logprobs.dtype == np.float32
+    assert sampler().sample(np.zeros((0, VOCAB), np.float32), []).full_logprobs is None
+
+
+def test_greedy_is_decided_on_the_double_temperature():
+    # 9.9999999e-06 < 1e-5 is greedy (vLLM, the case reader), though it rounds to 1e-5f: its
+    # processed logits are the logits, not the logits / 1e-5 of a sampled row.
+    s = lastmile.Sampler(VOCAB, 2, "processed_logits", threads=1, seed=0)
+    out = s.sample(LOGITS, [{"temperature": 9.9999999e-06}, {"temperature": 1e-5}], num_logprobs=-1)
+    np.testing.assert_array_equal(out.full_logprobs[0], LOGITS[0])
+    np.testing.assert_allclose(out.full_logprobs[1], LOGITS[1] / np.float32(1e-5), rtol=1e-6)
+
+
 def test_wrong_object_is_a_type_error():
     with pytest.raises(TypeError):
         sampler().sample("not an array", GREEDY)

@@ -227,3 +227,15 @@ def test_logprobs_mode_override_applies_to_raw_modes_only(logits):
                                torch.log_softmax(logits, dim=-1), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match=r"vLLM leaves the logprobs tensor unset"):
         Sampler("raw_logprobs").forward(logits, md, logprobs_mode_override="processed_logits")
+
+
+def test_no_rows_with_the_full_matrix_asked_for():
+    out = Sampler().forward(torch.zeros(0, V), metadata(0, max_num_logprobs=-1))
+    assert out.sampled_token_ids.shape == (0, 1)
+    assert out.logprobs_tensors.logprobs.shape == (0, V)
+
+
+def test_a_nan_temperature_is_refused_not_made_greedy(logits):
+    md = metadata(4, all_greedy=False, temperature=torch.tensor([1.0, float("nan"), 1.0, 1.0]))
+    with pytest.raises(ValueError, match="request 1: temperature must be finite and >= 0, got nan"):
+        Sampler().forward(logits, md)
