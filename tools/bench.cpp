@@ -437,6 +437,9 @@ int run_bench(const BenchOptions& options) {
   if (scenarios.empty())
     throw InvalidArgument("--scenario " + options.scenario +
                           ": no scenario has that name or prefix");
+  // A path the results cannot be written to fails now, not after minutes of timing.
+  if (!options.json_path.empty() && !std::ofstream(options.json_path, std::ios::app))
+    throw InvalidArgument("--json " + options.json_path + ": cannot open for writing");
 
   std::vector<Result> results;
   for (size_t i = 0; i < scenarios.size(); ++i) {

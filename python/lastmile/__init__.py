@@ -285,10 +285,14 @@ class Sampler:
                 raise InvalidArgument(f"batch: num_logprobs must be -1 or in "
                                       f"[0, {self._impl.vocab_size}], got {num_logprobs}")
         _check_dtype(dtype)
+        if not isinstance(predict_bonus_token, (bool, np.bool_)):  # bool("no") would be True
+            raise TypeError(
+                f"predict_bonus_token must be a bool, got {type(predict_bonus_token).__name__}")
+        predict_bonus_token = bool(predict_bonus_token)
         requests = _requests(requests)
         try:
             raw = self._impl.sample(
-                logits, requests, bool(predict_bonus_token), logprobs_mode, num_logprobs, dtype
+                logits, requests, predict_bonus_token, logprobs_mode, num_logprobs, dtype
             )
         except TypeError as e:
             raise _logits_type_error(logits, e) from None
@@ -345,6 +349,8 @@ class RequestBatch:
 
     def reorder(self, request_ids: Sequence[str]) -> None:
         """Puts the requests in this order (a permutation of ``request_ids()``)."""
+        if isinstance(request_ids, str):  # else "ab" would be the ids "a" and "b"
+            raise TypeError("request_ids must be a sequence of str, got str")
         self._impl.reorder(list(request_ids))
 
     def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:

@@ -225,7 +225,7 @@ class Sampler:
         out = self._sampler(num_rows, vocab_size).sample(
             logits.detach(),
             requests,
-            predict_bonus_token=predict_bonus_token,
+            predict_bonus_token=bool(predict_bonus_token),
             logprobs_mode=self._active_mode(logprobs_mode_override),
             num_logprobs=md.max_num_logprobs,
         )

@@ -41,6 +41,8 @@ def test_add_remove_reorder_and_errors():
     batch.add("b", {"temperature": 0.0})
     batch.reorder(["b", "a"])
     assert batch.request_ids() == ["b", "a"] and len(batch) == 2
+    with pytest.raises(TypeError, match="request_ids must be a sequence of str, got str"):
+        batch.reorder("ab")  # not the ids "a" and "b"
     batch.remove("b")
     assert batch.request_ids() == ["a"]
     with pytest.raises(lastmile.InvalidArgument, match="request 'a': request_id is already in the batch"):

@@ -165,6 +165,8 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
     (lambda s: s.sample(LOGITS, GREEDY, num_logprobs=2**40), lastmile.InvalidArgument,
      "batch: num_logprobs must be -1 or in [0, 6], got 1099511627776"),
     (lambda s: s.sample(LOGITS, GREEDY, dtype=5), TypeError, "dtype must be a str or None, got int"),
+    (lambda s: s.sample(LOGITS, GREEDY, predict_bonus_token="no"), TypeError,
+     "predict_bonus_token must be a bool, got str"),
     (lambda s: s.sample(LOGITS, [{"allowed_token_ids": np.array([True] * VOCAB)}, {}]), TypeError,
      "request 0: allowed_token_ids must be token ids, not a bool mask, got ndarray"),
     (lambda s: s.sample(LOGITS, [{"allowed_token_ids": torch.ones(VOCAB, dtype=torch.bool)}, {}]),
