@@ -64,6 +64,13 @@ def _list(values: Any) -> Optional[list]:
     return [v for v in values]
 
 
+def _rows(name: str, values: Any, num_rows: int) -> Any:
+    """values, checked to hold one entry per logits row (else IndexError deep in the adapter)."""
+    if values is not None and len(values) != num_rows:
+        raise ValueError(f"sampling_metadata.{name}: expected {num_rows} rows, got {len(values)}")
+    return values
+
+
 def _processors(metadata: Any) -> list:
     procs = getattr(metadata, "logitsprocs", None)
     if procs is None:
@@ -115,14 +122,24 @@ def _bad_words_with_placeholders(words: List[List[int]], history: List[int]) -> 
 
 def _requests(metadata: Any, num_rows: int, vocab_size: int,
               predict_bonus_token: bool) -> List[dict]:
-    outputs = [list(o) for o in (metadata.output_token_ids or [[] for _ in range(num_rows)])]
+    outputs = [list(o) for o in _rows("output_token_ids", metadata.output_token_ids, num_rows)
+               or [[] for _ in range(num_rows)]]
     temperature = None if metadata.all_greedy else _list(metadata.temperature)
     top_p, top_k = _list(metadata.top_p), _list(metadata.top_k)
+    _rows("temperature", temperature, num_rows)
+    _rows("top_p", top_p, num_rows)
+    _rows("top_k", top_k, num_rows)
     penalties = not getattr(metadata, "no_penalties", True)
-    prompts = metadata.prompt_token_ids if penalties else None
-    mask = getattr(metadata, "allowed_token_ids_mask", None)
+    if penalties:
+        for name in ("presence_penalties", "frequency_penalties", "repetition_penalties"):
+            if getattr(metadata, name, None) is None:
+                raise ValueError(f"sampling_metadata.{name}: needed when no_penalties is False")
+            _rows(name, getattr(metadata, name), num_rows)
+    prompts = _rows("prompt_token_ids", metadata.prompt_token_ids, num_rows) if penalties else None
+    mask = _rows("allowed_token_ids_mask", getattr(metadata, "allowed_token_ids_mask", None),
+                 num_rows)
     bad_words = getattr(metadata, "bad_words_token_ids", None) or {}
-    spec = getattr(metadata, "spec_token_ids", None)
+    spec = _rows("spec_token_ids", getattr(metadata, "spec_token_ids", None), num_rows)
     explicit = getattr(metadata, "logprob_token_ids", None) or {}
     generators = getattr(metadata, "generators", None) or {}
     requests: List[dict] = []

@@ -239,3 +239,18 @@ def test_a_nan_temperature_is_refused_not_made_greedy(logits):
     md = metadata(4, all_greedy=False, temperature=torch.tensor([1.0, float("nan"), 1.0, 1.0]))
     with pytest.raises(ValueError, match="request 1: temperature must be finite and >= 0, got nan"):
         Sampler().forward(logits, md)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(output_token_ids=[[], []]), "sampling_metadata.output_token_ids: expected 4 rows, got 2"),
+    (dict(all_greedy=False, temperature=torch.ones(3)),
+     "sampling_metadata.temperature: expected 4 rows, got 3"),
+    (dict(no_penalties=False, presence_penalties=None),
+     "sampling_metadata.presence_penalties: needed when no_penalties is False"),
+    (dict(allowed_token_ids_mask=torch.zeros(2, V, dtype=torch.bool)),
+     "sampling_metadata.allowed_token_ids_mask: expected 4 rows, got 2"),
+])
+def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
+    with pytest.raises(ValueError) as e:
+        Sampler().forward(logits, metadata(4, **fields))
+    assert str(e.value) == message
