@@ -46,6 +46,16 @@ static lastmile_logits view(int64_t rows) {
   return logits;
 }
 
+/* A batch of one request, the request set to neutral values. */
+static lastmile_batch one_request_batch(lastmile_request* request) {
+  lastmile_request_init(request);
+  lastmile_batch batch;
+  lastmile_batch_init(&batch);
+  batch.requests = request;
+  batch.num_requests = 1;
+  return batch;
+}
+
 static void create_reports_bad_config_in_the_callers_buffer(void) {
   lastmile_sampler_config config;
   lastmile_sampler_config_init(&config);
@@ -110,14 +120,10 @@ static void greedy_and_logprobs(void) {
 static void seeded_draws_repeat(void) {
   lastmile_sampler* sampler = make_sampler(1);
   lastmile_request request;
-  lastmile_request_init(&request);
+  lastmile_batch batch = one_request_batch(&request);
   request.temperature = 2.0f;
   request.has_seed = 1;
   request.seed = 42;
-  lastmile_batch batch;
-  lastmile_batch_init(&batch);
-  batch.requests = &request;
-  batch.num_requests = 1;
   const lastmile_logits logits = view(1);
   lastmile_output out;
   int32_t first[16];
@@ -168,12 +174,8 @@ static void errors_name_request_and_field_and_stay_in_their_handle(void) {
   lastmile_sampler* a = make_sampler(1);
   lastmile_sampler* b = make_sampler(1);
   lastmile_request request;
-  lastmile_request_init(&request);
+  lastmile_batch batch = one_request_batch(&request);
   request.top_p = 1.5f;
-  lastmile_batch batch;
-  lastmile_batch_init(&batch);
-  batch.requests = &request;
-  batch.num_requests = 1;
   const lastmile_logits logits = view(1);
   lastmile_output out;
   CHECK(lastmile_sampler_sample(a, &logits, &batch, &out) == LASTMILE_STATUS_INVALID_ARGUMENT);
@@ -238,16 +240,20 @@ static void bad_words_in_offsets_form(void) {
   lastmile_sampler_destroy(sampler);
 }
 
+/* One sample call that must fail with INVALID_ARGUMENT, leaving `message` in the handle. */
+static void expect_invalid_argument(lastmile_sampler* sampler, const lastmile_logits* logits,
+                                    const lastmile_batch* batch, const char* message) {
+  lastmile_output out;
+  CHECK(lastmile_sampler_sample(sampler, logits, batch, &out) == LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_sampler_last_error(sampler), message);
+}
+
 /* Counts past what an array can hold are refused by name before anything is copied or sized
  * (2^62 int32s would wrap the pointer range to nothing; 2^62 requests would be resized for). */
 static void absurd_counts_name_their_field(void) {
   lastmile_sampler* sampler = make_sampler(1);
   lastmile_request request;
-  lastmile_request_init(&request);
-  lastmile_batch batch;
-  lastmile_batch_init(&batch);
-  batch.requests = &request;
-  batch.num_requests = 1;
+  lastmile_batch batch = one_request_batch(&request);
   const lastmile_logits logits = view(1);
   lastmile_output out;
   const int64_t huge = (int64_t)1 << 62;
@@ -255,51 +261,43 @@ static void absurd_counts_name_their_field(void) {
 
   request.stop_token_ids = ids;
   request.num_stop_token_ids = huge;
-  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
-        LASTMILE_STATUS_INVALID_ARGUMENT);
-  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
-                "request 0: num_stop_token_ids is 4611686018427387904, past what an array can "
-                "hold");
+  expect_invalid_argument(
+      sampler, &logits, &batch,
+      "request 0: num_stop_token_ids is 4611686018427387904, past what an array can "
+      "hold");
   request.num_stop_token_ids = 0;
 
   request.has_logprob_token_ids = 1;
   request.logprob_token_ids = ids;
   request.num_logprob_token_ids = huge;
-  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
-        LASTMILE_STATUS_INVALID_ARGUMENT);
-  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
-                "request 0: logprob_token_ids must hold at most 128 ids, got "
-                "4611686018427387904");
+  expect_invalid_argument(sampler, &logits, &batch,
+                          "request 0: logprob_token_ids must hold at most 128 ids, got "
+                          "4611686018427387904");
   request.has_logprob_token_ids = 0;
 
   const int64_t offsets[] = {0, 1, 3};
   request.bad_words_offsets = offsets;
   request.num_bad_words = 2;
-  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
-        LASTMILE_STATUS_INVALID_ARGUMENT);
-  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
-                "request 0: bad_words_token_ids is NULL but bad_words_offsets[1] is 1");
+  expect_invalid_argument(sampler, &logits, &batch,
+                          "request 0: bad_words_token_ids is NULL but bad_words_offsets[1] is 1");
   const int64_t far[] = {0, huge};
   request.bad_words_token_ids = ids;
   request.bad_words_offsets = far;
   request.num_bad_words = 1;
-  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
-        LASTMILE_STATUS_INVALID_ARGUMENT);
-  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
-                "request 0: bad_words_offsets[1] is 4611686018427387904, past what an array can "
-                "hold");
+  expect_invalid_argument(
+      sampler, &logits, &batch,
+      "request 0: bad_words_offsets[1] is 4611686018427387904, past what an array can "
+      "hold");
   request.num_bad_words = huge;
-  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
-        LASTMILE_STATUS_INVALID_ARGUMENT);
-  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
-                "request 0: num_bad_words is 4611686018427387904, past what an array can hold");
+  expect_invalid_argument(
+      sampler, &logits, &batch,
+      "request 0: num_bad_words is 4611686018427387904, past what an array can hold");
   request.num_bad_words = 0;
 
   batch.num_requests = huge;
-  CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) ==
-        LASTMILE_STATUS_INVALID_ARGUMENT);
-  CHECK_MESSAGE(lastmile_sampler_last_error(sampler),
-                "batch: num_requests must be at most max_batch = 1, got 4611686018427387904");
+  expect_invalid_argument(
+      sampler, &logits, &batch,
+      "batch: num_requests must be at most max_batch = 1, got 4611686018427387904");
   batch.num_requests = 1;
   CHECK(lastmile_sampler_sample(sampler, &logits, &batch, &out) == LASTMILE_STATUS_OK);
   lastmile_sampler_destroy(sampler);
