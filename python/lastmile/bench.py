@@ -72,6 +72,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, help="lastmile and torch threads (default: all)")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append")
     args = parser.parse_args(argv)
+    for name in ("batch", "vocab", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     logits = llm_logits(args.batch, args.vocab)

@@ -3,6 +3,7 @@
 #include "io/case_file.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -229,6 +230,8 @@ Case parse_case(const std::string& json_text, const std::string& name) {
 }
 
 Case read_case(const std::string& path) {
+  if (std::filesystem::is_directory(path))  // else it opens, and reading fails without a path
+    throw InvalidArgument(path + ": a directory, not a file");
   std::ifstream in(path);
   if (!in) throw InvalidArgument(path + ": cannot open file");
   std::stringstream text;

@@ -48,6 +48,12 @@ def cases(tmp):
     req = lambda **kw: {"logits_dtype": "float32", "requests": [dict(GOOD_REQUESTS[0], **kw), GOOD_REQUESTS[1]]}
     yield "missing case folder", [os.path.join(tmp, "nope")], "nope/case.json: cannot open file"
     yield "invalid JSON", [make_case(f"{tmp}/bad_json", raw_case="{\"requests\": [")], "invalid JSON"
+    os.makedirs(f"{tmp}/case_dir/case.json")
+    yield "case.json a folder", [f"{tmp}/case_dir"], "case_dir/case.json: a directory, not a file"
+    make_case(f"{tmp}/npy_dir", raw_logits=b"")
+    os.remove(f"{tmp}/npy_dir/logits.npy")
+    os.makedirs(f"{tmp}/npy_dir/logits.npy")
+    yield "logits.npy a folder", [f"{tmp}/npy_dir"], "npy_dir/logits.npy: a directory, not a file"
     yield "number overflowing a double", [make_case(f"{tmp}/overflow", raw_case='{"requests": [{"temperature": 1e999}]}')], "invalid JSON: [json.exception.out_of_range.406] number overflow"
     yield "JSON not an object", [make_case(f"{tmp}/array", raw_case="[1, 2]")], "top level: expected an object"
     yield "missing requests", [make_case(f"{tmp}/noreq", case={"logits_dtype": "float32"})], "requests: missing"
