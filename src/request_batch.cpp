@@ -132,6 +132,9 @@ class RequestBatchImpl {
   }
 
   const SamplerOutput& step(const LogitsView& logits) {
+    if (logits.num_rows != size())  // else named as a Batch's requests, which callers never see
+      throw InvalidArgument("step: logits.num_rows must equal size() = " + std::to_string(size()) +
+                            ", got " + std::to_string(logits.num_rows));
     kept_.resize(requests_.size());
     for (size_t i = 0; i < requests_.size(); ++i) {
       KeptRequest& r = *requests_[i];
@@ -139,7 +142,7 @@ class RequestBatchImpl {
       BatchRequest& row = batch_.requests[i];
       row.prompt_token_ids = r.prompt;
       row.output_token_ids = r.output;
-      kept_[i] = {r.seed, r.seen, r.output_counts, r.output_counts.capacity()};
+      kept_[i] = {r.seed, r.seen, r.output_counts, r.output_counts.capacity(), r.id};
     }
     const SamplerOutput& out = sampler_.sample(logits, batch_, kept_);
     for (size_t i = 0; i < requests_.size(); ++i) {

@@ -31,6 +31,17 @@ RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
   return {false, p.temperature, top_k, p.top_p, p.min_p};
 }
 
+// A row's name in its error: "request 3" / "row 3" in a Batch; for a kept request (RequestBatch,
+// whose callers never see the Batch) its id beside the row: "request 'b' (row 3)", "row 3
+// (request 'b')". `what`: "request " or "row ".
+std::string name_of(const char* what, int64_t row, std::span<const KeptRowState> kept) {
+  const std::string at = std::string(what) + std::to_string(row);
+  if (kept.empty()) return at;
+  const std::string id = "'" + std::string(kept[static_cast<size_t>(row)].request_id) + "'";
+  return std::string(what) == "row " ? at + " (request " + id + ")"
+                                     : "request " + id + " (row " + std::to_string(row) + ")";
+}
+
 // A ParallelFor that runs a row's chunks on the pool's threads (which then poll for the row's
 // next pass).
 ParallelFor chunks_over(ThreadPool& pool) {
@@ -204,14 +215,14 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
     const int64_t bad = failure.token_id;
     if (bad < 0) continue;
     if (failure.made_by != nullptr)  // finite logits, parameters that overflow them
-      throw InvalidArgument("request " + std::to_string(row) + ": " + failure.made_by +
+      throw InvalidArgument(name_of("request ", row, kept) + ": " + failure.made_by +
                             " made the logits " + (failure.is_nan ? "NaN" : "+inf") +
                             " at token_id " + std::to_string(bad));
     float value = 0;
     backend_.convert_row(
         static_cast<const char*>(row_pointer(logits, row)) + bad * element_size(logits.dtype),
         logits.dtype, &value, 1);
-    throw InvalidArgument(ErrorCode::invalid_logits, "row " + std::to_string(row) +
+    throw InvalidArgument(ErrorCode::invalid_logits, name_of("row ", row, kept) +
                                                          ": logits contain " +
                                                          (std::isnan(value) ? "NaN" : "+inf") +
                                                          " at token_id " + std::to_string(bad));

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "backend.hpp"
@@ -20,7 +21,8 @@ struct KeptRowState {
   uint64_t seed = 0;                          // used when the request has no seed of its own
   std::span<const uint64_t> seen;             // bit t: token t is in the prompt or the output
   std::span<const TokenCount> output_counts;  // one entry per distinct output token
-  size_t counts_capacity = 0;  // room the request keeps for them (scratch is sized to match)
+  size_t counts_capacity = 0;   // room the request keeps for them (scratch is sized to match)
+  std::string_view request_id;  // named beside the row in a row's error
 };
 
 class SamplerImpl {

@@ -52,7 +52,7 @@ def test_add_remove_reorder_and_errors():
     with pytest.raises(ValueError, match="output_token_ids, spec_token_ids and step are kept by the batch"):
         batch.add("c", {"output_token_ids": [1]})
     with pytest.raises(lastmile.InvalidArgument,
-                       match=r"batch: requests must hold one entry per logits row \(2\), got 1"):
+                       match=r"step: logits.num_rows must equal size\(\) = 1, got 2"):
         batch.step(np.zeros((2, 3), np.float32))  # one request, two rows
 
 

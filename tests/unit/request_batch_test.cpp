@@ -116,8 +116,7 @@ TEST(RequestBatch, StepNeedsOneLogitsRowPerRequest) {
   RequestBatch batch(make_config(4, 3));
   batch.add("a", greedy_params());
   batch.add("b", greedy_params());
-  expect_message([&] { step(batch, {1}); },
-                 "batch: requests must hold one entry per logits row (1), got 2");
+  expect_message([&] { step(batch, {1}); }, "step: logits.num_rows must equal size() = 2, got 1");
   EXPECT_TRUE(batch.output_token_ids("a").empty());
 }
 
@@ -126,7 +125,24 @@ TEST(RequestBatch, FailedStepAppendsNothing) {
   batch.add("a", greedy_params());
   std::vector<float> logits = {0.0f, std::nanf(""), 0.0f, 0.0f};
   expect_message([&] { batch.step(LogitsView::f32(logits.data(), 1, 4)); },
-                 "row 0: logits contain NaN at token_id 1");
+                 "row 0 (request 'a'): logits contain NaN at token_id 1");
+  EXPECT_TRUE(batch.output_token_ids("a").empty());
+}
+
+// A step's errors name the request by its id, beside its row: the caller of a RequestBatch never
+// sees a Batch, whose "request 1" would be a row index.
+TEST(RequestBatch, StepErrorsNameTheRequestId) {
+  RequestBatch batch(make_config(4, 3));
+  batch.add("a", greedy_params());
+  RequestParams hot;
+  hot.temperature = 1e-4f;  // sampled: 1e38 / 1e-4 overflows to +inf
+  batch.add("b", hot);
+  std::vector<float> logits = {0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 1e38f, 0.0f, 0.0f};
+  expect_message([&] { batch.step(LogitsView::f32(logits.data(), 2, 4)); },
+                 "request 'b' (row 1): temperature made the logits +inf at token_id 1");
+  logits[6] = std::nanf("");
+  expect_message([&] { batch.step(LogitsView::f32(logits.data(), 2, 4)); },
+                 "row 1 (request 'b'): logits contain NaN at token_id 2");
   EXPECT_TRUE(batch.output_token_ids("a").empty());
 }
 
