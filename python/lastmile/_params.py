@@ -66,3 +66,9 @@ class SamplingParams:
     output_token_ids: Sequence[int] = ()
     spec_token_ids: Sequence[int] = ()
     step: Optional[int] = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # A misspelled field (params.temprature = 0.0) would otherwise be kept and never read.
+        if name not in self.__dataclass_fields__:
+            raise AttributeError(f"SamplingParams has no field {name!r}")
+        object.__setattr__(self, name, value)

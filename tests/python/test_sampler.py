@@ -203,6 +203,14 @@ def test_greedy_is_decided_on_the_double_temperature():
     np.testing.assert_allclose(out.full_logprobs[1], LOGITS[1] / np.float32(1e-5), rtol=1e-6)
 
 
+def test_sampling_params_refuse_a_misspelled_field():
+    params = lastmile.SamplingParams(temperature=0.5)
+    params.top_k = 3
+    with pytest.raises(AttributeError, match="SamplingParams has no field 'temprature'"):
+        params.temprature = 0.0
+    assert params.temperature == 0.5 and params.top_k == 3
+
+
 def test_wrong_object_is_a_type_error():
     with pytest.raises(TypeError):
         sampler().sample("not an array", GREEDY)
