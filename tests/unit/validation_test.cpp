@@ -495,10 +495,11 @@ TEST_P(Overflow, RepetitionPenaltyBelowOneIsReportedByARequestBatch) {
   lastmile::RequestBatch requests(config);
   requests.add("a", p, prompt);
   expect_invalid([&] { requests.step(LogitsView::f32(logits.data(), 1, 40)); },
-                 "request 0: repetition_penalty made the logits +inf at token_id 33");
+                 "request 'a' (row 0): repetition_penalty made the logits +inf at token_id 33");
   logits[35] = std::nanf("");
   expect_invalid([&] { requests.step(LogitsView::f32(logits.data(), 1, 40)); },
-                 "row 0: logits contain NaN at token_id 35", ErrorCode::invalid_logits);
+                 "row 0 (request 'a'): logits contain NaN at token_id 35",
+                 ErrorCode::invalid_logits);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Overflow,
