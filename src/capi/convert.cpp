@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "lastmile/error.hpp"
 
@@ -38,7 +40,8 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
   if (r.num_bad_words < 0)
     throw InvalidArgument(who + ": num_bad_words must be >= 0, got " +
                           std::to_string(r.num_bad_words));
-  check_addressable<int64_t>(who, "num_bad_words", r.num_bad_words);  // num_bad_words + 1 offsets
+  // num_bad_words + 1 offsets in, as many vectors out (the larger element)
+  check_addressable<std::vector<TokenId>>(who, "num_bad_words", r.num_bad_words);
   if (r.num_bad_words > 0 && r.bad_words_offsets == nullptr)
     throw InvalidArgument(who + ": bad_words_offsets is NULL but num_bad_words is " +
                           std::to_string(r.num_bad_words));
@@ -95,6 +98,8 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
   p.presence_penalty = r.presence_penalty;
   p.frequency_penalty = r.frequency_penalty;
   p.repetition_penalty = r.repetition_penalty;
+  // The pairs they become are the larger element: past them, resize would throw length_error.
+  check_addressable<std::pair<TokenId, float>>(who, "num_logit_bias", r.num_logit_bias);
   const auto bias_ids =
       array(who, "logit_bias_token_ids", r.logit_bias_token_ids, r.num_logit_bias, "logit_bias");
   const auto bias_values =

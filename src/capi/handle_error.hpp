@@ -4,6 +4,7 @@
 #pragma once
 
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "lastmile/error.hpp"
@@ -31,6 +32,9 @@ lastmile_status guarded(std::string& last_error, F&& f) noexcept {
     return store(last_error, status_of(e.code()), e.what());
   } catch (const std::bad_alloc&) {
     return store(last_error, LASTMILE_STATUS_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::length_error&) {  // a size past any vector: the caller's count, unchecked
+    return store(last_error, LASTMILE_STATUS_INVALID_ARGUMENT,
+                 "a count past what an array can hold");
   } catch (const std::exception& e) {
     return store(last_error, LASTMILE_STATUS_INTERNAL, e.what());
   } catch (...) {

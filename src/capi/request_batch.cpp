@@ -83,6 +83,9 @@ lastmile_status lastmile_request_batch_reorder(lastmile_request_batch* batch,
     if (num_request_ids < 0)
       throw InvalidArgument("reorder: num_request_ids must be >= 0, got " +
                             std::to_string(num_request_ids));
+    if (num_request_ids != batch->batch.size())  // before the ids are sized for
+      throw InvalidArgument("reorder: expected " + std::to_string(batch->batch.size()) +
+                            " request ids, got " + std::to_string(num_request_ids));
     if (num_request_ids > 0) require(request_ids, "request_ids");
     batch->ids.resize(static_cast<size_t>(num_request_ids));
     for (int64_t i = 0; i < num_request_ids; ++i) {

@@ -294,6 +294,21 @@ static void absurd_counts_name_their_field(void) {
       "request 0: num_bad_words is 4611686018427387904, past what an array can hold");
   request.num_bad_words = 0;
 
+  const int32_t bias_ids[] = {1};
+  const float bias_values[] = {1.0f};
+  request.logit_bias_token_ids = bias_ids;
+  request.logit_bias_values = bias_values;
+  request.num_logit_bias = ((int64_t)1 << 61) - 1; /* fits int32 arrays, not the pairs made */
+  expect_invalid_argument(
+      sampler, &logits, &batch,
+      "request 0: num_logit_bias is 2305843009213693951, past what an array can hold");
+  request.num_logit_bias = 0;
+  request.num_bad_words = (int64_t)1 << 59; /* fits int64 offsets, not the vectors made */
+  expect_invalid_argument(
+      sampler, &logits, &batch,
+      "request 0: num_bad_words is 576460752303423488, past what an array can hold");
+  request.num_bad_words = 0;
+
   batch.num_requests = huge;
   expect_invalid_argument(
       sampler, &logits, &batch,
@@ -338,6 +353,10 @@ static void request_batch_keeps_state(void) {
   second.temperature = 0.0f;
   CHECK(lastmile_request_batch_add(batch, "b", &second) == LASTMILE_STATUS_OK);
   const char* order[] = {"b", "a"};
+  CHECK(lastmile_request_batch_reorder(batch, order, (int64_t)1 << 62) ==
+        LASTMILE_STATUS_INVALID_ARGUMENT);
+  CHECK_MESSAGE(lastmile_request_batch_last_error(batch),
+                "reorder: expected 2 request ids, got 4611686018427387904");
   CHECK(lastmile_request_batch_reorder(batch, order, 2) == LASTMILE_STATUS_OK);
   const char* first = NULL;
   CHECK(lastmile_request_batch_request_id(batch, 0, &first) == LASTMILE_STATUS_OK);
