@@ -65,8 +65,9 @@ def _list(values: Any) -> Optional[list]:
 
 
 def _rows(name: str, values: Any, num_rows: int) -> Any:
-    """values, checked to hold one entry per logits row (else IndexError deep in the adapter)."""
-    if values is not None and len(values) != num_rows:
+    """values, checked to hold an entry for each logits row (else IndexError deep in the adapter).
+    Longer is fine: vLLM passes spec_token_ids for every slot of its persistent batch."""
+    if values is not None and len(values) < num_rows:
         raise ValueError(f"sampling_metadata.{name}: expected {num_rows} rows, got {len(values)}")
     return values
 
@@ -122,8 +123,9 @@ def _bad_words_with_placeholders(words: List[List[int]], history: List[int]) -> 
 
 def _requests(metadata: Any, num_rows: int, vocab_size: int,
               predict_bonus_token: bool) -> List[dict]:
-    outputs = [list(o) for o in _rows("output_token_ids", metadata.output_token_ids, num_rows)
-               or [[] for _ in range(num_rows)]]
+    # vLLM passes [] when no request reads the history (no penalties, bad words or processors).
+    outputs = [list(o) for o in _rows("output_token_ids", metadata.output_token_ids or None,
+                                      num_rows) or [[] for _ in range(num_rows)]]
     temperature = None if metadata.all_greedy else _list(metadata.temperature)
     top_p, top_k = _list(metadata.top_p), _list(metadata.top_k)
     _rows("temperature", temperature, num_rows)

@@ -254,3 +254,11 @@ def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
     with pytest.raises(ValueError) as e:
         Sampler().forward(logits, metadata(4, **fields))
     assert str(e.value) == message
+
+
+def test_vllms_own_metadata_shapes_are_taken(logits):
+    # vLLM passes output_token_ids = [] when nothing reads the history, and spec_token_ids for every
+    # slot of its persistent batch (max_num_reqs), not only the rows of this call.
+    md = metadata(4, output_token_ids=[], spec_token_ids=[[] for _ in range(8)])
+    assert Sampler().forward(logits, md).sampled_token_ids.reshape(-1).tolist() == \
+        logits.argmax(dim=-1).tolist()
