@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -437,9 +438,15 @@ int run_bench(const BenchOptions& options) {
   if (scenarios.empty())
     throw InvalidArgument("--scenario " + options.scenario +
                           ": no scenario has that name or prefix");
-  // A path the results cannot be written to fails now, not after minutes of timing.
-  if (!options.json_path.empty() && !std::ofstream(options.json_path, std::ios::app))
-    throw InvalidArgument("--json " + options.json_path + ": cannot open for writing");
+  // A path the results cannot be written to fails now, not after minutes of timing (the probe
+  // leaves no empty file behind).
+  if (!options.json_path.empty()) {
+    std::error_code error;
+    const bool existed = std::filesystem::exists(options.json_path, error);
+    if (!std::ofstream(options.json_path, std::ios::app))
+      throw InvalidArgument("--json " + options.json_path + ": cannot open for writing");
+    if (!existed) std::filesystem::remove(options.json_path, error);
+  }
 
   std::vector<Result> results;
   for (size_t i = 0; i < scenarios.size(); ++i) {

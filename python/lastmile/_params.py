@@ -69,6 +69,7 @@ class SamplingParams:
 
     def __setattr__(self, name: str, value: object) -> None:
         # A misspelled field (params.temprature = 0.0) would otherwise be kept and never read.
-        if name not in self.__dataclass_fields__:
+        # Subclasses may keep attributes of their own.
+        if type(self) is SamplingParams and name not in self.__dataclass_fields__:
             raise AttributeError(f"SamplingParams has no field {name!r}")
         object.__setattr__(self, name, value)

@@ -73,6 +73,7 @@ class Fields {
 // __float__, and would pass for 0 / 1 where an int or a number belongs.
 bool is_bool(nb::handle value) {
   if (PyBool_Check(value.ptr())) return true;
+  if (PyLong_CheckExact(value.ptr()) || PyFloat_CheckExact(value.ptr())) return false;  // common
   const std::string type =
       nb::cast<std::string>(nb::str(nb::handle(value.type()).attr("__name__")));
   return type == "bool_" || type == "bool";
@@ -125,8 +126,9 @@ double as_double(nb::handle value, const std::string& who, const char* field) {
                           PyObject_HasAttrString(value.ptr(), "__float__")))
     type_error(who, field, "a number", value);
   const double v = PyFloat_AsDouble(value.ptr());
-  if (v == -1.0 && PyErr_Occurred()) {  // e.g. an array of two: __float__ refuses it
-    PyErr_Clear();
+  if (v == -1.0 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();  // e.g. 10**400
+    PyErr_Clear();  // e.g. an array of two: __float__ refuses it
     type_error(who, field, "a number", value);
   }
   return v;

@@ -110,7 +110,8 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
 }
 
 NpyArray read_npy(const std::string& path) {
-  if (std::filesystem::is_directory(path)) fail(path, "a directory, not a file");
+  if (std::error_code error; std::filesystem::is_directory(path, error))
+    fail(path, "a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open file");
   const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
