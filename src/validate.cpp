@@ -183,7 +183,8 @@ void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerC
     throw InvalidArgument(ErrorCode::invalid_logits,
                           "logits: " + std::to_string(logits.num_rows) + " rows at row_stride " +
                               std::to_string(stride) + " reach past the address space");
-  if (reinterpret_cast<uintptr_t>(logits.data) % static_cast<uintptr_t>(size) != 0)
+  if (logits.num_rows > 0 &&
+      reinterpret_cast<uintptr_t>(logits.data) % static_cast<uintptr_t>(size) != 0)
     throw InvalidArgument(ErrorCode::invalid_logits, "logits: data must be aligned to its " +
                                                          std::to_string(size) + "-byte " +
                                                          dtype_name(logits.dtype) + " elements");

@@ -380,6 +380,8 @@ TEST(Validation, MisalignedData) {
   expect_invalid([&] { sampler.sample(view, make_batch(rows)); },
                  "logits: data must be aligned to its 2-byte bf16 elements",
                  ErrorCode::invalid_logits);
+  view.num_rows = 0;  // nothing is read
+  EXPECT_NO_THROW(sampler.sample(view, Batch{}));
 }
 
 TEST(Validation, NullDataAndBadDType) {
