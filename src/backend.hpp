@@ -20,6 +20,11 @@ namespace lastmile::detail {
 // Bytes per logit of a dtype.
 inline size_t element_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
+// Elements from one row's start to the next (LogitsView: 0 means packed rows).
+inline int64_t row_stride(const LogitsView& logits) {
+  return logits.row_stride != 0 ? logits.row_stride : logits.vocab_size;
+}
+
 // A token's history on one row, for penalties (spec §7.1).
 struct TokenCount {
   TokenId token_id = 0;

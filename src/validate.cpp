@@ -177,7 +177,7 @@ void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerC
   // Row r is read at data + r * row_stride elements: the last row must end within the address
   // space, or that offset wraps (and reads before data).
   const auto size = static_cast<int64_t>(element_size(logits.dtype));
-  const int64_t stride = logits.row_stride != 0 ? logits.row_stride : logits.vocab_size;
+  const int64_t stride = row_stride(logits);
   const int64_t addressable = std::numeric_limits<ptrdiff_t>::max() / size;
   if (logits.num_rows > 1 && (stride > (addressable - logits.vocab_size) / (logits.num_rows - 1)))
     throw InvalidArgument(ErrorCode::invalid_logits,

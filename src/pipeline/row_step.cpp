@@ -24,8 +24,8 @@ void RowScratch::reserve_lists(size_t history_size, size_t allowed_size, size_t 
 
 const void* row_pointer(const LogitsView& logits, int64_t row) {
   const size_t element = element_size(logits.dtype);
-  const int64_t stride = logits.row_stride ? logits.row_stride : logits.vocab_size;
-  return static_cast<const char*>(logits.data) + static_cast<size_t>(row * stride) * element;
+  return static_cast<const char*>(logits.data) +
+         static_cast<size_t>(row * row_stride(logits)) * element;
 }
 
 const void* RowStep::input_row() const { return row_pointer(input, row); }
