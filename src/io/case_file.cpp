@@ -230,8 +230,8 @@ Case parse_case(const std::string& json_text, const std::string& name) {
 }
 
 Case read_case(const std::string& path) {
-  if (std::error_code error; std::filesystem::is_directory(
-          path, error))  // else it opens, and reading fails without a path
+  // A directory opens, and reading it then fails without naming the path.
+  if (std::error_code error; std::filesystem::is_directory(path, error))
     throw InvalidArgument(path + ": a directory, not a file");
   std::ifstream in(path);
   if (!in) throw InvalidArgument(path + ": cannot open file");
