@@ -125,6 +125,14 @@ HWY_INLINE hn::Vec512<float> ExpFlushToZero(hn::Full512<float> d, hn::Vec512<flo
 }
 #endif
 
+// Whether ExpFlushToZero gives NaN for NaN and +inf (the table's does: r is NaN there; the
+// polynomial's last step may make a number of NaN's bits), so that a block's sum shows them.
+#if HWY_TARGET <= HWY_AVX3
+constexpr bool kExpPropagatesNaN = true;
+#else
+constexpr bool kExpPropagatesNaN = false;
+#endif
+
 // Lanes holding NaN or +inf: what the checked passes accumulate, first_bad's rule per lane. One
 // compare: exactly those lanes are not below +inf.
 template <class D, class V>
@@ -973,7 +981,8 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 // different units, which the two loops one after the other left idle in turn: a cached float32
 // 128k row's statistics 30.0 -> 27.7 us, 64 bf16 152k rows in turn 43.0 -> 40.9 us (Zen 4, medians
 // of 8 alternating runs of the micro-benchmarks). Each block's sum adds the same vectors in the
-// same order: the same bits.
+// same order: the same bits. Where the exp propagates NaN (kExpPropagatesNaN), NaN and +inf are
+// found in the block's sum, not by a compare on every vector read.
 template <bool kDivide, class Source>
 bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
                                    float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
@@ -1000,7 +1009,7 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
     else
       v = src.Tail(d, at, end - at);
     if constexpr (kDivide) v = quotient.Of(d, v);
-    bad.Check(d, v);
+    if constexpr (!kExpPropagatesNaN) bad.Check(d, v);
     if (!whole) v = hn::IfThenElse(hn::FirstN(d, end - at), v, hn::Set(d, -kInf));
     max = hn::Max(max, v);
     if constexpr (!kInPlace) hn::StoreU(v, d, buffer + i);
@@ -1040,6 +1049,8 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
     max = hn::Set(d, -kInf);
     size_t i = 0, next_read = 0;
     if (block_max[b] == -kInf) {
+      // Max may have dropped a NaN (or +inf) for a later -inf in its lane: look again.
+      if (kExpPropagatesNaN && first_bad(values, 0, size) >= 0) return false;
       block_sums[b] = 0;
     } else {  // exp_block_sums_pass's arithmetic and order
       const auto vmax = hn::Set(d, block_max[b]);
@@ -1059,6 +1070,7 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
       if (i < size)
         sum.Add(ExpFlushToZero(d, hn::Sub(LoadTail(d, values + i, size - i, -kInf), vmax)));
       block_sums[b] = sum.Total(d);
+      if (kExpPropagatesNaN && std::isnan(block_sums[b])) return false;
     }
     if (next_size == 0) break;
     read_rest(next_read);

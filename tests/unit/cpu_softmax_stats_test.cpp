@@ -25,23 +25,24 @@ namespace cpu = lastmile::cpu;
 constexpr size_t kBlock = 2048;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// Puts `value` at entry i of a caller's row of `dtype` (bf16 and f16 by their bit patterns).
+void put(std::vector<unsigned char>& row, DType dtype, size_t i, float value) {
+  if (dtype == DType::f32) {
+    std::memcpy(row.data() + i * 4, &value, 4);
+    return;
+  }
+  const auto half = dtype == DType::bf16
+                        ? static_cast<uint16_t>(std::bit_cast<uint32_t>(value) >> 16)
+                        : f16_bits(value);
+  std::memcpy(row.data() + i * 2, &half, 2);
+}
+
 // A caller's row of n logits of `dtype` (bytes), block 1 all -inf when there is one.
 std::vector<unsigned char> caller_row(DType dtype, size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> logit(0.0f, 4.0f);
-  const size_t element = dtype == DType::f32 ? 4 : 2;
-  std::vector<unsigned char> bytes(n * element);
-  for (size_t i = 0; i < n; ++i) {
-    const float x = i / kBlock == 1 ? -kInf : logit(rng);
-    if (dtype == DType::f32) {
-      std::memcpy(bytes.data() + i * 4, &x, 4);
-    } else {
-      const auto half = dtype == DType::bf16
-                            ? static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16)
-                            : f16_bits(x);
-      std::memcpy(bytes.data() + i * 2, &half, 2);
-    }
-  }
+  std::vector<unsigned char> bytes(n * (dtype == DType::f32 ? 4 : 2));
+  for (size_t i = 0; i < n; ++i) put(bytes, dtype, i, i / kBlock == 1 ? -kInf : logit(rng));
   return bytes;
 }
 
@@ -107,22 +108,33 @@ TEST(CpuSoftmaxStats, PipelinedPassWritesTheRepeatedRow) {
   }
 }
 
-// NaN or +inf in the first block, a middle one (read beside the previous block's Exp) or the
-// short last one; or made by a penalty r < 1 on the largest float: the pass says so.
+// NaN or +inf in the first block, a middle one of -inf only (where a lane's max drops the NaN
+// for the -inf read after it), beside the previous block's Exp, or in the short last block; for
+// every source type, undivided and divided (AVX-512 finds them in the block's sum, not by a
+// compare on every vector). Or made by a penalty r < 1 on the largest float: the pass says so.
 TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
   const size_t n = 3 * kBlock + 77;
-  for (const size_t at : {size_t{5}, kBlock + 3, 2 * kBlock + 2047, n - 1}) {
-    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf}) {
-      auto row = caller_row(DType::f32, n, 9);
-      std::memcpy(row.data() + at * 4, &bad, 4);
-      EXPECT_FALSE(stats_of(row.data(), DType::f32, n, 1.0f, false).ok) << bad << " at " << at;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const float t : {1.0f, 0.7f}) {
+      for (const size_t at : {size_t{5}, kBlock + 3, 2 * kBlock + 2047, n - 1}) {
+        for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf}) {
+          auto row = caller_row(dtype, n, 9);
+          put(row, dtype, at, bad);
+          EXPECT_FALSE(stats_of(row.data(), dtype, n, t, false).ok)
+              << bad << " at " << at << ", t " << t << ", dtype " << static_cast<int>(dtype);
+        }
+      }
     }
+  }
+  for (const size_t at : {size_t{5}, kBlock + 3, 2 * kBlock + 2047, n - 1}) {
     auto row = caller_row(DType::f32, n, 10);
     const float largest = std::numeric_limits<float>::max();
-    std::memcpy(row.data() + at * 4, &largest, 4);
+    put(row, DType::f32, at, largest);
     std::vector<uint64_t> seen((n + 63) / 64, ~uint64_t{0});
     std::vector<float> dst(n);
     EXPECT_TRUE(stats_of(row.data(), DType::f32, n, 1.0f, false).ok);
+    EXPECT_FALSE(stats_of(row.data(), DType::f32, n, 0.5f, false).ok)
+        << "the quotient's +inf at " << at;
     EXPECT_FALSE(
         stats_of(row.data(), DType::f32, n, 1.0f, false, {dst.data(), seen.data(), 0.5f}).ok)
         << "the penalty's +inf at " << at;
