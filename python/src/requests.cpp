@@ -69,14 +69,19 @@ class Fields {
   bool is_dict_ = false;
 };
 
-// A bool, Python's or numpy's (numpy.bool_, named "bool" since numpy 2): it has __index__ and
-// __float__, and would pass for 0 / 1 where an int or a number belongs.
+// A bool, Python's or numpy's (numpy.bool_, named "bool" since numpy 2), or a 0-d tensor of
+// bools (torch.tensor(True)): each has __index__ and __float__, and would pass for 0 / 1 where an
+// int or a number belongs.
 bool is_bool(nb::handle value) {
   if (PyBool_Check(value.ptr())) return true;
   if (PyLong_CheckExact(value.ptr()) || PyFloat_CheckExact(value.ptr())) return false;  // common
   const std::string type =
       nb::cast<std::string>(nb::str(nb::handle(value.type()).attr("__name__")));
-  return type == "bool_" || type == "bool";
+  if (type == "bool_" || type == "bool") return true;
+  const nb::object dtype = nb::getattr(value, "dtype", nb::none());
+  if (dtype.is_none()) return false;
+  const std::string dtype_name = nb::cast<std::string>(nb::str(dtype));
+  return dtype_name == "torch.bool" || dtype_name == "bool";
 }
 
 // The value as a Python int (through __index__: numpy and torch integers too); bools refused.

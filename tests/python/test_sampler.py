@@ -178,6 +178,10 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
      f"request 0: top_k must be an int, got {type(np.True_).__name__}"),
     (lambda s: s.sample(LOGITS, [{"temperature": np.False_}, {}]), TypeError,
      f"request 0: temperature must be a number, got {type(np.False_).__name__}"),
+    (lambda s: s.sample(LOGITS, [{"top_k": torch.tensor(True)}, {}]), TypeError,
+     "request 0: top_k must be an int, got Tensor"),
+    (lambda s: s.sample(LOGITS, [{"temperature": torch.tensor(False)}, {}]), TypeError,
+     "request 0: temperature must be a number, got Tensor"),
     (lambda s: s.sample(LOGITS, [{"temperature": np.array([0.0, 1.0])}, {}]), TypeError,
      "request 0: temperature must be a number, got ndarray"),
     (lambda s: s.sample(LOGITS, [{"bad_words_token_ids": 3}, {}]), TypeError,
@@ -189,6 +193,12 @@ def test_misused_arguments_name_their_field(call, error, message):
     with pytest.raises(error) as e:
         call(sampler())
     assert str(e.value) == message
+
+
+def test_zero_d_numeric_tensors_are_taken_as_numbers():
+    out = sampler().sample(LOGITS, [{"top_k": torch.tensor(1), "temperature": torch.tensor(0.5),
+                                     "seed": np.int64(3)}, {"top_k": np.int32(1)}])
+    np.testing.assert_array_equal(out.sampled_token_ids, LOGITS.argmax(axis=1))
 
 
 def test_no_rows_still_give_the_full_matrix_asked_for():
