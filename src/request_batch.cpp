@@ -72,6 +72,8 @@ class RequestBatchImpl {
   void add(std::string_view id, const RequestParams& params, std::span<const TokenId> prompt,
            int64_t max_output_tokens) {
     const std::string who = "request '" + std::string(id) + "'";
+    // An empty id names no request in errors; it is most likely a caller's unset string.
+    if (id.empty()) throw InvalidArgument("add: request_id must not be empty");
     if (find(id) >= 0) throw InvalidArgument(who + ": request_id is already in the batch");
     const SamplerConfig& config = sampler_.config();
     if (size() >= config.max_batch)

@@ -38,9 +38,9 @@ class RequestBatch {
   RequestBatch(RequestBatch&&) noexcept;
   RequestBatch& operator=(RequestBatch&&) noexcept;
 
-  // Appends a request as the last row. Throws InvalidArgument on bad params or ids, a duplicate
-  // id, or a full batch (max_batch). Unseeded requests get a seed from the sampler's seed and
-  // a counter of requests added, so their streams do not depend on batch position.
+  // Appends a request as the last row. Throws InvalidArgument on bad params or ids, an empty or
+  // duplicate id, or a full batch (max_batch). Unseeded requests get a seed from the sampler's
+  // seed and a counter of requests added, so their streams do not depend on batch position.
   // max_output_tokens reserves room for that many output tokens: steps then allocate nothing
   // until the request outgrows it (beyond it, storage grows geometrically, as a vector's).
   // A failed add (any exception, out_of_memory included) leaves the batch as it was.

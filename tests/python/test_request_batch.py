@@ -47,6 +47,8 @@ def test_add_remove_reorder_and_errors():
     assert batch.request_ids() == ["a"]
     with pytest.raises(lastmile.InvalidArgument, match="request 'a': request_id is already in the batch"):
         batch.add("a", {})
+    with pytest.raises(lastmile.InvalidArgument, match="add: request_id must not be empty"):
+        batch.add("", {})
     with pytest.raises(lastmile.InvalidArgument, match="request 'z': no such request_id in the batch"):
         batch.remove("z")
     with pytest.raises(ValueError, match="output_token_ids, spec_token_ids and step are kept by the batch"):

@@ -58,6 +58,12 @@ TEST(RequestBatch, DuplicateIdIsRejected) {
   EXPECT_EQ(batch.size(), 1);
 }
 
+TEST(RequestBatch, EmptyIdIsRejected) {
+  RequestBatch batch(make_config(4, 3));
+  expect_message([&] { batch.add("", greedy_params()); }, "add: request_id must not be empty");
+  EXPECT_EQ(batch.size(), 0);
+}
+
 TEST(RequestBatch, NegativeMaxOutputTokensIsRejected) {
   RequestBatch batch(make_config(4, 3));
   expect_message([&] { batch.add("a", greedy_params(), {}, -1); },
