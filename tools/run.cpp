@@ -42,7 +42,7 @@ int run_case(const RunOptions& options) {
     out = &sampler.sample(logits, batch);
     for (int64_t r = 0; r < logits.num_rows; ++r) ++histograms[r][out->sampled_token_ids[r]];
   }
-  if (out->full_logprobs.size() || batch.num_logprobs == -1)  // [0, V] for a case of no rows
+  if (out->has_full_logprobs)  // [0, V] for a case of no rows
     io::write_npy_f32((fs::path(options.out_dir) / "full_logprobs.npy").string(),
                       out->full_logprobs.data(), out->num_rows, logits.vocab_size);
   std::ofstream json(fs::path(options.out_dir) / "output.json");

@@ -29,6 +29,9 @@ struct SamplerOutput {
   LogprobsBlock logprobs;                      // num_logprobs >= 0: width = num_logprobs + 1
   TokenLogprobsBlock token_logprobs;           // any request has logprob_token_ids
   std::span<const float> full_logprobs;        // num_logprobs == -1: [num_rows * vocab_size]
+  // The step's num_logprobs was -1, also with no rows (then full_logprobs is [0, vocab_size]:
+  // empty, and still asked for, as vLLM's tensor of shape [0, V]).
+  bool has_full_logprobs = false;
 };
 
 }  // namespace lastmile

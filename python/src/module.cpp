@@ -81,8 +81,7 @@ class PySampler {
       lock.lock();
       out = &sampler_.sample(view, batch);
     }
-    return to_python(*out, sampler_.config().vocab_size,
-                     num_logprobs == -1);  // still under the lock
+    return to_python(*out, sampler_.config().vocab_size);  // still under the lock
   }
 
   std::string backend_name() const { return sampler_.backend_name(); }

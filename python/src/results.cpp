@@ -24,7 +24,7 @@ nb::object numpy_copy(std::span<const Source> values, size_t rows, size_t width 
 
 }  // namespace
 
-nb::dict to_python(const SamplerOutput& o, int64_t vocab_size, bool full_matrix) {
+nb::dict to_python(const SamplerOutput& o, int64_t vocab_size) {
   const auto rows = static_cast<size_t>(o.num_rows);
   nb::dict out;
   out["sampled_token_ids"] = numpy_copy<int32_t>(o.sampled_token_ids, rows);
@@ -44,7 +44,7 @@ nb::dict to_python(const SamplerOutput& o, int64_t vocab_size, bool full_matrix)
         numpy_copy<bool, uint8_t>(t.valid, rows, width), numpy_copy<int64_t>(t.ranks, rows));
   }
   out["full_logprobs"] = nb::none();
-  if (full_matrix || !o.full_logprobs.empty())  // a batch of no rows asked for it: [0, V]
+  if (o.has_full_logprobs)
     out["full_logprobs"] =
         numpy_copy<float>(o.full_logprobs, rows, static_cast<size_t>(vocab_size));
   return out;

@@ -10,8 +10,7 @@ namespace lastmile::python {
 
 // {"sampled_token_ids": int32 [B], "logprobs": (ids int32 [B, W], values float32 [B, W],
 //  ranks int64 [B]) or None, "token_logprobs": (ids, values, valid bool, ranks) or None,
-//  "full_logprobs": float32 [B, V] or None}. full_matrix: the call asked for the full matrix
-// (num_logprobs -1), which then comes back even for no rows. Needs the GIL.
-nanobind::dict to_python(const SamplerOutput& output, int64_t vocab_size, bool full_matrix = false);
+//  "full_logprobs": float32 [B, V] or None: [0, V] for no rows that asked}. Needs the GIL.
+nanobind::dict to_python(const SamplerOutput& output, int64_t vocab_size);
 
 }  // namespace lastmile::python

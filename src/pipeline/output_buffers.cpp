@@ -31,6 +31,7 @@ const SamplerOutput& OutputBuffers::finish(const BatchPlan& plan) {
     output.token_logprobs.valid = token_valid;
   }
   output.full_logprobs = full;
+  output.has_full_logprobs = plan.num_logprobs == -1;
   return output;
 }
 

@@ -197,6 +197,32 @@ TEST(Logprobs, RequestMinusOneCountsAsTheVocabularySize) {
             expected);
 }
 
+// has_full_logprobs says what the step asked, not whether rows came back: a batch of no rows that
+// asks for the full matrix has one of [0, vocab_size], which an empty span alone cannot tell from
+// none (the front ends wrote a [0, V] array or None from their own copy of the rule).
+TEST(Logprobs, HasFullLogprobsFollowsTheResolvedNumLogprobs) {
+  const std::vector<float> logits = lcg_logits(2 * 9, 4);
+  Sampler sampler(make_config(9, 2));
+  Batch none_asked;  // no rows, nullopt: no request asks
+  EXPECT_FALSE(sampler.sample(LogitsView::f32(nullptr, 0, 9), none_asked).has_full_logprobs);
+  Batch full_of_none;
+  full_of_none.num_logprobs = -1;
+  const SamplerOutput& empty = sampler.sample(LogitsView::f32(nullptr, 0, 9), full_of_none);
+  EXPECT_TRUE(empty.has_full_logprobs);
+  EXPECT_TRUE(empty.full_logprobs.empty());
+  Row every_token = row_with(greedy_params());
+  every_token.params.logprobs = -1;  // a request's -1 is top-N of every token, not the matrix
+  const SamplerOutput& top =
+      sampler.sample(LogitsView::f32(logits.data(), 2, 9), make_batch({every_token, every_token}));
+  EXPECT_FALSE(top.has_full_logprobs);
+  EXPECT_EQ(top.logprobs.width, 10);
+  const SamplerOutput& full = sampler.sample(LogitsView::f32(logits.data(), 2, 9),
+                                             make_batch({every_token, every_token}, -1));
+  EXPECT_TRUE(full.has_full_logprobs);
+  EXPECT_EQ(full.full_logprobs.size(), 18u);
+  EXPECT_FALSE(full.logprobs.present());
+}
+
 TEST(Logprobs, NothingAskedGivesNoBlocks) {
   const std::vector<float> logits = lcg_logits(9, 3);
   Sampler sampler(make_config(9, 1));
