@@ -433,8 +433,10 @@ int run_bench(const BenchOptions& options) {
                                  [&](const Scenario& s) { return s.name == options.scenario; });
   for (Scenario& s : all)
     if (options.scenario.empty() || s.name == options.scenario ||
-        (!named && s.name.rfind(options.scenario, 0) == 0))
+        (!named && s.name.rfind(options.scenario, 0) == 0)) {
+      s.backend = options.backend;  // the backend the header names is the one timed
       scenarios.push_back(std::move(s));
+    }
   if (scenarios.empty())
     throw InvalidArgument("--scenario " + options.scenario +
                           ": no scenario has that name or prefix");
