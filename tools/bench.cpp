@@ -533,6 +533,7 @@ int run_bench(const BenchOptions& options) {
                                 {"scenarios", scenario_json}};
     std::ofstream out(options.json_path);
     out << doc.dump(2) << '\n';
+    out.close();  // a full disk shows at the flush: checked after it
     if (!out) throw Error(ErrorCode::internal, options.json_path + ": write failed");
   }
   return 0;

@@ -67,6 +67,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "lastmile: error: %s\n", e.what());
     return 2;
   }
+  // The demo's options before a subcommand were taken and then ignored (`lastmile --backend
+  // reference run ...` ran the cpu backend): refused, naming the place they belong.
+  for (const char* option : {"--steps", "--threads", "--backend"}) {
+    const CLI::App* sub = *run_cmd ? run_cmd : *bench_cmd ? bench_cmd : nullptr;
+    if (sub != nullptr && app.count(option) > 0) {
+      std::fprintf(stderr, "lastmile: error: %s before '%s' is the demo's option; %s\n", option,
+                   sub->get_name().c_str(),
+                   std::string(option) == "--steps" ? "the subcommand takes none"
+                                                    : "give it after the subcommand");
+      return 2;
+    }
+  }
   try {
     if (*run_cmd) return lastmile::cli::run_case(run);
     if (*bench_cmd) return lastmile::cli::run_bench(bench);

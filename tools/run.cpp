@@ -46,7 +46,8 @@ int run_case(const RunOptions& options) {
     io::write_npy_f32((fs::path(options.out_dir) / "full_logprobs.npy").string(),
                       out->full_logprobs.data(), out->num_rows, logits.vocab_size);
   std::ofstream json(fs::path(options.out_dir) / "output.json");
-  json << io::output_json(*out, histograms) << '\n';
+  json << io::output_json(*out, options.repeat > 0 ? &histograms : nullptr) << '\n';
+  json.close();  // a full disk shows at the flush: checked after it
   if (!json) throw Error(ErrorCode::internal, options.out_dir + "/output.json: write failed");
   return 0;
 }

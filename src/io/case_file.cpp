@@ -235,6 +235,9 @@ Case read_case(const std::string& path) {
     throw InvalidArgument(path + ": a directory, not a file");
   std::ifstream in(path);
   if (!in) throw InvalidArgument(path + ": cannot open file");
+  // A device such as /dev/zero would be read until memory runs out.
+  if (std::error_code error; !std::filesystem::is_regular_file(path, error))
+    throw InvalidArgument(path + ": not a regular file");
   std::stringstream text;
   text << in.rdbuf();
   return parse_case(text.str(), path);
@@ -276,7 +279,7 @@ LogitsView logits_view(const NpyArray& logits, const Case& c, const std::string&
 }
 
 std::string output_json(const SamplerOutput& out,
-                        const std::vector<std::map<TokenId, int64_t>>& histograms) {
+                        const std::vector<std::map<TokenId, int64_t>>* histograms) {
   json j;
   j["sampled"] = std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
   if (out.logprobs.present()) j["logprobs"] = block_json(out.logprobs, out.num_rows);
@@ -292,9 +295,9 @@ std::string output_json(const SamplerOutput& out,
     block["valid"] = std::move(valid);
     j["token_logprobs"] = std::move(block);
   }
-  if (!histograms.empty()) {
+  if (histograms != nullptr) {
     json hists = json::array();
-    for (const auto& h : histograms) {
+    for (const auto& h : *histograms) {
       json row = json::object();
       for (const auto& [token, count] : h) row[std::to_string(token)] = count;
       hists.push_back(std::move(row));

@@ -38,8 +38,9 @@ const char* logprobs_mode_name(LogprobsMode mode);
 // The logits of a case, checked against its logits_dtype and number of requests.
 LogitsView logits_view(const NpyArray& logits, const Case& c, const std::string& name);
 
-// output.json of the runner contract. histograms: one token -> count map per row, or empty.
+// output.json of the runner contract. histograms: one token -> count map per row (with --repeat:
+// present even for no rows), or null.
 std::string output_json(const SamplerOutput& out,
-                        const std::vector<std::map<TokenId, int64_t>>& histograms);
+                        const std::vector<std::map<TokenId, int64_t>>* histograms);
 
 }  // namespace lastmile::io

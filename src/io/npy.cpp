@@ -2,10 +2,10 @@
 // before any element is read, and anything unexpected is an InvalidArgument naming the file.
 #include "io/npy.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string_view>
 
 #include "io/clip.hpp"
@@ -61,12 +61,17 @@ bool parse_shape(std::string_view text, int64_t& rows, int64_t& cols, std::strin
   return count == 2;
 }
 
-}  // namespace
-
-NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& bytes) {
+// The .npy magic and a version byte's room (the first 10 bytes).
+void parse_magic(const std::string& name, const std::vector<unsigned char>& bytes) {
   static const unsigned char kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0)
     fail(name, "not a .npy file (bad magic)");
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& bytes) {
+  parse_magic(name, bytes);
   const int major = bytes[6];
   size_t header_len = 0, offset = 0;
   if (major == 1) {
@@ -91,8 +96,11 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
     fail(name, "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " +
                    clip(array.descr));
-  if (after_key(name, header, "fortran_order").substr(0, 5) != "False")
-    fail(name, "fortran_order arrays are not supported");
+  const std::string_view fortran_order = after_key(name, header, "fortran_order");
+  if (fortran_order.substr(0, 5) != "False") fail(name, "fortran_order arrays are not supported");
+  if (fortran_order.size() > 5 &&
+      std::string_view(", }").find(fortran_order[5]) == std::string_view::npos)
+    fail(name, "npy header: 'fortran_order' is not False or True, got " + clip(fortran_order));
   std::string shape;
   if (!parse_shape(after_key(name, header, "shape"), array.rows, array.cols, shape))
     fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
@@ -114,8 +122,19 @@ NpyArray read_npy(const std::string& path) {
     fail(path, "a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open file");
-  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
-                                         std::istreambuf_iterator<char>());
+  // Only a regular file has a size to read up to (a device such as /dev/zero never ends).
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) fail(path, "not a regular file");
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (error) fail(path, "cannot read its size: " + error.message());
+  // The magic first: a large file of something else is refused before it is read.
+  std::vector<unsigned char> bytes(static_cast<size_t>(std::min<uintmax_t>(size, 10)));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!in) fail(path, "read failed");
+  parse_magic(path, bytes);  // also refuses a file under 10 bytes
+  bytes.resize(static_cast<size_t>(size));
+  in.read(reinterpret_cast<char*>(bytes.data()) + 10, static_cast<std::streamsize>(size - 10));
+  if (!in) fail(path, "read failed");
   return parse_npy(path, bytes);
 }
 
@@ -141,6 +160,7 @@ void write_npy_f32(const std::string& path, const float* data, int64_t rows, int
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(reinterpret_cast<const char*>(data),
             static_cast<std::streamsize>(rows * cols * sizeof(float)));
+  out.close();  // a full disk shows at the flush: checked after it
   if (!out) throw Error(ErrorCode::internal, path + ": write failed");
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`lastmile run` on a case of no rows that asks for the full matrix (max_num_logprobs -1) writes
-an empty output and a full_logprobs.npy of shape (0, vocab_size), as a case with rows would.
+an empty output and a full_logprobs.npy of shape (0, vocab_size), as a case with rows would; with
+--repeat, output.json has "histograms": [] (the runner contract: present with --repeat).
 
 usage: test_cli_empty_batch.py LASTMILE_BINARY
 """
@@ -37,6 +38,15 @@ def main():
                 full = np.load(path)
                 if full.shape != (0, 16) or full.dtype != np.float32:
                     problems.append(f"full_logprobs.npy is {full.dtype} {full.shape}")
+        p = subprocess.run([sys.argv[1], "run", case, "--out", out, "--repeat", "2"],
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            problems.append(f"--repeat: exit status {p.returncode}: {p.stderr.strip()}")
+        else:
+            with open(os.path.join(out, "output.json")) as f:
+                histograms = json.load(f).get("histograms")
+            if histograms != []:
+                problems.append(f"--repeat: output.json histograms is {histograms!r}, not []")
     for problem in problems:
         print(f"FAIL {problem}")
     print("empty batch: " + ("passed" if not problems else "failed"))

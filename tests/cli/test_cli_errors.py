@@ -3,7 +3,8 @@
 
 usage: test_cli_errors.py LASTMILE_BINARY
 Each case builds a case folder, runs the CLI, and checks: exit status 2, nothing on stdout,
-exactly one stderr line starting 'lastmile: error: ' and containing the expected text.
+exactly one stderr line starting 'lastmile: error: ' and containing the expected text. The
+`commands` cases give the whole command line (options misplaced, outputs that cannot be written).
 Prints 'N passed, M failed' last.
 """
 import json
@@ -85,7 +86,38 @@ def cases(tmp):
     yield "+inf logits", [make_case(f"{tmp}/inf", logits=inf_logits)], "row 0: logits contain +inf at token_id 3"
     yield "bad logprobs mode", [make_case(f"{tmp}/mode"), "--logprobs-mode", "cooked"], 'logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got "cooked"'
     yield "bad num_logprobs", [make_case(f"{tmp}/num"), "--num-logprobs", "-2"], "batch: num_logprobs must be -1 or in [0, 16], got -2"
-    yield "out folder missing", [make_case(f"{tmp}/out"), "--out-override"], None
+    yield "unknown flag", [make_case(f"{tmp}/out"), "--out-override"], "not expected: --out-override"
+    bad_order = b"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2, 16), }"
+    bad_order += b" " * (63 - (10 + len(bad_order)) % 64) + b"\n"
+    yield "fortran_order not a bool", [make_case(f"{tmp}/falsey", raw_logits=b"\x93NUMPY\x01\x00" + len(bad_order).to_bytes(2, "little") + bad_order)], "'fortran_order' is not False or True, got Falsey"
+    if os.path.exists("/dev/zero"):  # a device never ends: refused, not read until memory runs out
+        make_case(f"{tmp}/zero_npy")
+        os.remove(f"{tmp}/zero_npy/logits.npy")
+        os.symlink("/dev/zero", f"{tmp}/zero_npy/logits.npy")
+        yield "logits.npy a device", [f"{tmp}/zero_npy"], "zero_npy/logits.npy: not a regular file"
+        make_case(f"{tmp}/zero_json")
+        os.remove(f"{tmp}/zero_json/case.json")
+        os.symlink("/dev/zero", f"{tmp}/zero_json/case.json")
+        yield "case.json a device", [f"{tmp}/zero_json"], "zero_json/case.json: not a regular file"
+
+
+def commands(tmp):
+    case = make_case(f"{tmp}/good")
+    out = f"{tmp}/cmd_out"
+    os.makedirs(out)
+    # The demo's options before a subcommand were accepted and ignored.
+    yield "--backend before run", ["--backend", "reference", "run", case, "--out", out], "--backend before 'run' is the demo's option; give it after the subcommand"
+    yield "--threads before bench", ["--threads", "1", "bench", "--scenario", "nope"], "--threads before 'bench' is the demo's option"
+    yield "--steps before run", ["--steps", "3", "run", case, "--out", out], "--steps before 'run' is the demo's option; the subcommand takes none"
+    if os.path.exists("/dev/full"):  # a full disk shows when the file is flushed, not at <<
+        full = f"{tmp}/full_out"
+        os.makedirs(full)
+        os.symlink("/dev/full", f"{full}/output.json")
+        yield "output.json on a full disk", ["run", case, "--out", full], "full_out/output.json: write failed"
+        full_npy = f"{tmp}/full_npy_out"
+        os.makedirs(full_npy)
+        os.symlink("/dev/full", f"{full_npy}/full_logprobs.npy")
+        yield "full_logprobs.npy on a full disk", ["run", case, "--out", full_npy, "--num-logprobs", "-1"], "full_logprobs.npy: write failed"
 
 
 def main():
@@ -93,12 +125,16 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out")
         os.makedirs(out)
-        for name, args, expected in cases(tmp):
-            if expected is None:  # an unknown flag: CLI11's message, still one line and exit 2
-                cmd = [BINARY, "run", args[0], "--out", out, args[1]]
-            else:
-                cmd = [BINARY, "run", args[0], "--out", out] + args[1:]
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        runs = [(name, [BINARY, "run", args[0], "--out", out] + args[1:], expected)
+                for name, args, expected in cases(tmp)]
+        runs += [(name, [BINARY] + args, expected) for name, args, expected in commands(tmp)]
+        for name, cmd, expected in runs:
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            except subprocess.TimeoutExpired:
+                failed += 1
+                print(f"FAIL {name}: no answer in 60 s")
+                continue
             lines = p.stderr.splitlines()
             problems = []
             if p.returncode != 2:
@@ -107,7 +143,7 @@ def main():
                 problems.append(f"stdout not empty: {p.stdout[:200]!r}")
             if len(lines) != 1 or not lines[0].startswith("lastmile: error: "):
                 problems.append(f"stderr is not one 'lastmile: error:' line: {p.stderr[:400]!r}")
-            elif expected is not None and expected not in lines[0]:
+            elif expected not in lines[0]:
                 problems.append(f"message {lines[0]!r} lacks {expected!r}")
             if problems:
                 failed += 1
