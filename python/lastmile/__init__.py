@@ -116,7 +116,7 @@ def _output(raw: dict) -> SamplerOutput:
 
 def _check_mode(name: str, mode: str) -> str:
     if mode not in _MODES:
-        raise ValueError(f"{name} must be one of {', '.join(_MODES)}, got {mode!r}")
+        raise InvalidArgument(f"{name} must be one of {', '.join(_MODES)}, got {mode!r}")
     return mode
 
 
@@ -126,20 +126,31 @@ def _check_dtype(dtype: Any) -> None:
         raise TypeError(f"dtype must be a str or None, got {type(dtype).__name__}")
 
 
-def _integer(name: str, value: Any) -> int:
+def _integer(name: str, value: Any, bits: Optional[int] = 64) -> int:
+    """value as an int that fits a signed `bits`-bit integer (None: any; the caller checks)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    return int(value)
+    value = int(value)
+    if bits is not None and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise InvalidArgument(f"{name} must fit int{bits}, got {value}")
+    return value
+
+
+def _check_id(call: str, request_id: Any) -> str:
+    # Else nanobind's "incompatible function arguments" would list signatures, naming nothing.
+    if not isinstance(request_id, str):
+        raise TypeError(f"{call}: request_id must be a str, got {type(request_id).__name__}")
+    return request_id
 
 
 def _config(vocab_size, max_batch, logprobs_mode, threads, seed, backend):
     _check_mode("logprobs_mode", logprobs_mode)
-    threads = 0 if threads is None else _integer("threads", threads)
+    threads = 0 if threads is None else _integer("threads", threads, 32)
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
-    seed = _integer("seed", seed)
+    seed = _integer("seed", seed, None)
     if not -(2**63) <= seed < 2**64:
-        raise ValueError(f"seed must fit 64 bits, got {seed}")
+        raise InvalidArgument(f"seed must fit 64 bits, got {seed}")
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str, got {type(backend).__name__}")
     return (_integer("vocab_size", vocab_size), _integer("max_batch", max_batch), logprobs_mode,
@@ -280,7 +291,7 @@ class Sampler:
         if logprobs_mode is not None:
             _check_mode("logprobs_mode", logprobs_mode)
         if num_logprobs is not None:
-            num_logprobs = _integer("num_logprobs", num_logprobs)
+            num_logprobs = _integer("num_logprobs", num_logprobs, None)
             if not -1 <= num_logprobs <= self._impl.vocab_size:  # also past int32: named here
                 raise InvalidArgument(f"batch: num_logprobs must be -1 or in "
                                       f"[0, {self._impl.vocab_size}], got {num_logprobs}")
@@ -340,18 +351,20 @@ class RequestBatch:
         ``max_output_tokens`` reserves room for that many output tokens, so that steps allocate
         nothing for this request until it outgrows them.
         """
+        _check_id("add", request_id)
         _check_request(f"request '{request_id}'", params)
+        max_output_tokens = _integer("max_output_tokens", max_output_tokens)
         self._impl.add(request_id, params, prompt_token_ids, max_output_tokens)
 
     def remove(self, request_id: str) -> None:
         """Removes a request; later rows move up by one."""
-        self._impl.remove(request_id)
+        self._impl.remove(_check_id("remove", request_id))
 
     def reorder(self, request_ids: Sequence[str]) -> None:
         """Puts the requests in this order (a permutation of ``request_ids()``)."""
         if isinstance(request_ids, str):  # else "ab" would be the ids "a" and "b"
             raise TypeError("request_ids must be a sequence of str, got str")
-        self._impl.reorder(list(request_ids))
+        self._impl.reorder([_check_id("reorder", i) for i in request_ids])
 
     def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:
         """Samples row i for ``request_ids()[i]`` and appends each token to its request."""
@@ -367,7 +380,7 @@ class RequestBatch:
 
     def output_token_ids(self, request_id: str) -> list:
         """The tokens this batch sampled for the request so far."""
-        return self._impl.output_token_ids(request_id)
+        return self._impl.output_token_ids(_check_id("output_token_ids", request_id))
 
     def __len__(self) -> int:
         return self._impl.size()

@@ -29,18 +29,17 @@ LogprobsMode parse_mode(const std::string& mode) {
   if (mode == "raw_logits") return LogprobsMode::raw_logits;
   if (mode == "processed_logprobs") return LogprobsMode::processed_logprobs;
   if (mode == "processed_logits") return LogprobsMode::processed_logits;
-  throw nb::value_error(("logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
-                         "processed_logits, got '" +
-                         mode + "'")
-                            .c_str());
+  throw InvalidArgument(
+      "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
+      "processed_logits, got '" +
+      mode + "'");
 }
 
 BackendKind parse_backend(const std::string& backend) {
   if (backend == "automatic") return BackendKind::automatic;
   if (backend == "cpu") return BackendKind::cpu;
   if (backend == "reference") return BackendKind::reference;
-  throw nb::value_error(
-      ("backend must be automatic, cpu or reference, got '" + backend + "'").c_str());
+  throw InvalidArgument("backend must be automatic, cpu or reference, got '" + backend + "'");
 }
 
 SamplerConfig make_config(int64_t vocab_size, int64_t max_batch, const std::string& logprobs_mode,
@@ -109,8 +108,8 @@ class PyRequestBatch {
     std::vector<TokenId> params_prompt, output, spec;
     read_request(params, who, request, params_prompt, output, spec);
     if (!output.empty() || !spec.empty() || request.step)
-      throw nb::value_error(
-          (who + ": output_token_ids, spec_token_ids and step are kept by the batch").c_str());
+      throw InvalidArgument(who +
+                            ": output_token_ids, spec_token_ids and step are kept by the batch");
     const std::vector<TokenId> ids =
         prompt.is_none() ? params_prompt : read_token_ids(prompt, who, "prompt_token_ids");
     nb::gil_scoped_release release;

@@ -12,6 +12,8 @@
 #include <optional>
 #include <string_view>
 
+#include "lastmile/error.hpp"
+
 namespace nb = nanobind;
 
 namespace lastmile::python {
@@ -53,7 +55,7 @@ class Fields {
       if (!nb::isinstance<nb::str>(key)) type_error(who, "a field name", "a str", key);
       const auto name = nb::cast<std::string>(key);
       if (std::find(std::begin(kFields), std::end(kFields), name) == std::end(kFields))
-        throw nb::value_error((who + ": unknown field '" + name + "'").c_str());
+        throw InvalidArgument(who + ": unknown field '" + name + "'");
     }
   }
   nb::object get(const char* name) const {
@@ -99,15 +101,14 @@ int64_t as_integer(nb::handle value, const std::string& who, const char* field) 
   const nb::object index = python_int(value, who, field);
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-  if (overflow != 0) throw nb::value_error((who + ": " + field + " does not fit 64 bits").c_str());
+  if (overflow != 0) throw InvalidArgument(who + ": " + field + " does not fit 64 bits");
   return v;
 }
 
 int32_t as_int32(nb::handle value, const std::string& who, const char* field) {
   const int64_t v = as_integer(value, who, field);
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
-    throw nb::value_error(
-        (who + ": " + field + " must fit int32, got " + std::to_string(v)).c_str());
+    throw InvalidArgument(who + ": " + field + " must fit int32, got " + std::to_string(v));
   return static_cast<int32_t>(v);
 }
 
@@ -121,7 +122,7 @@ std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
   const unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(index.ptr()) : 0;
   if (overflow < 0 || (u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
     PyErr_Clear();
-    throw nb::value_error((who + ": seed must fit 64 bits").c_str());
+    throw InvalidArgument(who + ": seed must fit 64 bits");
   }
   return u;
 }
@@ -132,7 +133,13 @@ double as_double(nb::handle value, const std::string& who, const char* field) {
     type_error(who, field, "a number", value);
   const double v = PyFloat_AsDouble(value.ptr());
   if (v == -1.0 && PyErr_Occurred()) {
-    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();  // e.g. 10**400
+    if (PyErr_ExceptionMatches(PyExc_OverflowError)) {  // e.g. 10**400: no double holds it
+      PyErr_Clear();
+      throw InvalidArgument(who + ": " + field +
+                            " must be a finite number, got an int too large "
+                            "for a double");
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
     PyErr_Clear();  // e.g. an array of two: __float__ refuses it
     type_error(who, field, "a number", value);
   }
@@ -169,9 +176,8 @@ std::vector<TokenId> optional_ids(const Fields& f, const char* name, const std::
 
 void check_token_id(int64_t v, const std::string& who, const char* field, size_t i) {
   if (v < 0 || v > std::numeric_limits<int32_t>::max())
-    throw nb::value_error((who + ": " + field + "[" + std::to_string(i) +
-                           "] must be a token id >= 0, got " + std::to_string(v))
-                              .c_str());
+    throw InvalidArgument(who + ": " + field + "[" + std::to_string(i) +
+                          "] must be a token id in [0, 2^31), got " + std::to_string(v));
 }
 
 // A 1-D integer numpy array or CPU tensor, read in C++ without a Python object per element
@@ -201,9 +207,8 @@ bool read_integer_array(nb::handle ids, const std::string& who, const char* fiel
       uint64_t u;
       std::memcpy(&u, at, 8);
       if (is_uint && u > static_cast<uint64_t>(INT64_MAX))
-        throw nb::value_error((who + ": " + field + "[" + std::to_string(i) +
-                               "] must be a token id >= 0, got " + std::to_string(u))
-                                  .c_str());
+        throw InvalidArgument(who + ": " + field + "[" + std::to_string(i) +
+                              "] must be a token id in [0, 2^31), got " + std::to_string(u));
       v = static_cast<int64_t>(u);
     }
     check_token_id(v, who, field, i);
@@ -258,18 +263,16 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
         try {
           id = nb::int_(key);
         } catch (const nb::python_error&) {
-          throw nb::value_error((who +
-                                 ": logit_bias keys must be token ids (ints or decimal "
-                                 "strings), got '" +
-                                 nb::cast<std::string>(key) + "'")
-                                    .c_str());
+          throw InvalidArgument(who +
+                                ": logit_bias keys must be token ids (ints or decimal "
+                                "strings), got '" +
+                                nb::cast<std::string>(key) + "'");
         }
       }
       const int64_t token = as_integer(id, who, "logit_bias key");
       if (token < 0 || token > std::numeric_limits<int32_t>::max())
-        throw nb::value_error(
-            (who + ": logit_bias key must be a token id >= 0, got " + std::to_string(token))
-                .c_str());
+        throw InvalidArgument(who + ": logit_bias key must be a token id in [0, 2^31), got " +
+                              std::to_string(token));
       p.logit_bias.emplace_back(static_cast<TokenId>(token),
                                 as_float(value, who, "logit_bias value"));
     }
@@ -295,8 +298,7 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
   out.spec_token_ids = spec;
   if (nb::object step = f.get("step"); !step.is_none()) {
     const int64_t v = as_integer(step, who, "step");
-    if (v < 0)
-      throw nb::value_error((who + ": step must be >= 0, got " + std::to_string(v)).c_str());
+    if (v < 0) throw InvalidArgument(who + ": step must be >= 0, got " + std::to_string(v));
     out.step = static_cast<uint64_t>(v);
   }
 }

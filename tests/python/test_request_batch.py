@@ -51,8 +51,20 @@ def test_add_remove_reorder_and_errors():
         batch.add("", {})
     with pytest.raises(lastmile.InvalidArgument, match="request 'z': no such request_id in the batch"):
         batch.remove("z")
-    with pytest.raises(ValueError, match="output_token_ids, spec_token_ids and step are kept by the batch"):
+    with pytest.raises(lastmile.InvalidArgument,
+                       match="output_token_ids, spec_token_ids and step are kept by the batch"):
         batch.add("c", {"output_token_ids": [1]})
+    # Ids that are not strs, and counts past int64, name their call and field (not nanobind's
+    # list of signatures).
+    with pytest.raises(TypeError, match="add: request_id must be a str, got int"):
+        batch.add(5, {})
+    with pytest.raises(TypeError, match="remove: request_id must be a str, got int"):
+        batch.remove(5)
+    with pytest.raises(TypeError, match="reorder: request_id must be a str, got int"):
+        batch.reorder([5])
+    with pytest.raises(lastmile.InvalidArgument, match="max_output_tokens must fit int64"):
+        batch.add("c", {}, max_output_tokens=2**64)
+    assert batch.request_ids() == ["a"]
     with pytest.raises(lastmile.InvalidArgument,
                        match=r"step: logits.num_rows must equal size\(\) = 1, got 2"):
         batch.step(np.zeros((2, 3), np.float32))  # one request, two rows

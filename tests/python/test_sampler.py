@@ -132,12 +132,12 @@ def test_invalid_requests_raise_invalid_argument(request_fields, message):
      "dtype='bfloat16'), got float64"),
     (lambda s: s.sample(LOGITS[:, ::2], GREEDY), ValueError,
      "logits: the vocabulary axis must be contiguous (stride 1), got stride 2"),
-    (lambda s: s.sample(LOGITS, [{"temprature": 0.0}, {}]), ValueError,
+    (lambda s: s.sample(LOGITS, [{"temprature": 0.0}, {}]), lastmile.InvalidArgument,
      "request 0: unknown field 'temprature'"),
     (lambda s: s.sample(LOGITS, [{"top_k": "5"}, {}]), TypeError,
      "request 0: top_k must be an int, got str"),
-    (lambda s: s.sample(LOGITS, [{"prompt_token_ids": [1, -2]}, {}]), ValueError,
-     "request 0: prompt_token_ids[1] must be a token id >= 0, got -2"),
+    (lambda s: s.sample(LOGITS, [{"prompt_token_ids": [1, -2]}, {}]), lastmile.InvalidArgument,
+     "request 0: prompt_token_ids[1] must be a token id in [0, 2^31), got -2"),
     (lambda s: s.sample(LOGITS, {"temperature": 0.0}), TypeError,
      "requests must be a list of SamplingParams or dicts, got dict"),
     (lambda s: s.sample(LOGITS, [{}, object()]), TypeError,
@@ -145,13 +145,13 @@ def test_invalid_requests_raise_invalid_argument(request_fields, message):
     (lambda s: s.sample(LOGITS.tolist(), GREEDY), TypeError,
      "logits: expected a 2-D CPU array [num_rows, vocab_size] of float32, float16 or bfloat16 "
      "(numpy, torch, or anything with __dlpack__ / the buffer protocol), got list"),
-    (lambda s: s.sample(LOGITS, [{"logit_bias": {"a": 1.0}}, {}]), ValueError,
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {"a": 1.0}}, {}]), lastmile.InvalidArgument,
      "request 0: logit_bias keys must be token ids (ints or decimal strings), got 'a'"),
     (lambda s: s.sample(LOGITS, [{}]), lastmile.InvalidArgument,
      "batch: requests must hold one entry per logits row (2), got 1"),
     (lambda s: s.sample(np.full((2, VOCAB), np.nan, np.float32), GREEDY), lastmile.InvalidLogits,
      "row 0: logits contain NaN at token_id 0"),
-    (lambda s: s.sample(LOGITS, GREEDY, logprobs_mode="raw"), ValueError,
+    (lambda s: s.sample(LOGITS, GREEDY, logprobs_mode="raw"), lastmile.InvalidArgument,
      "logprobs_mode must be one of raw_logprobs, raw_logits, processed_logprobs, "
      "processed_logits, got 'raw'"),
 ])
@@ -188,6 +188,21 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
      "request 0: bad_words_token_ids must be a list of token-id lists, got int"),
     (lambda s: s.sample(LOGITS, [{"allowed_token_ids": np.array(3)}, {}]), TypeError,
      "request 0: allowed_token_ids must be a sequence of ints, got ndarray"),
+    # Bad values are lastmile.InvalidArgument (not a plain ValueError) and name their field.
+    (lambda s: s.sample(LOGITS, [{"output_token_ids": [-1]}, {}]), lastmile.InvalidArgument,
+     "request 0: output_token_ids[0] must be a token id in [0, 2^31), got -1"),
+    (lambda s: s.sample(LOGITS, [{"stop_token_ids": [2**31]}, {}]), lastmile.InvalidArgument,
+     "request 0: stop_token_ids[0] must be a token id in [0, 2^31), got 2147483648"),
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {-1: 1.0}}, {}]), lastmile.InvalidArgument,
+     "request 0: logit_bias key must be a token id in [0, 2^31), got -1"),
+    (lambda s: s.sample(LOGITS, [{"step": -1}, {}]), lastmile.InvalidArgument,
+     "request 0: step must be >= 0, got -1"),
+    (lambda s: s.sample(LOGITS, [{"top_k": 2**40}, {}]), lastmile.InvalidArgument,
+     "request 0: top_k must fit int32, got 1099511627776"),
+    (lambda s: s.sample(LOGITS, [{"temperature": 10**400}, {}]), lastmile.InvalidArgument,
+     "request 0: temperature must be a finite number, got an int too large for a double"),
+    (lambda s: s.sample(LOGITS, [{}, {"logit_bias": {1: -10**400}}]), lastmile.InvalidArgument,
+     "request 1: logit_bias value must be a finite number, got an int too large for a double"),
 ])
 def test_misused_arguments_name_their_field(call, error, message):
     with pytest.raises(error) as e:
@@ -234,8 +249,12 @@ def test_bad_config():
         lastmile.Sampler(0, 1)
     with pytest.raises(TypeError, match="vocab_size must be an int, got float"):
         lastmile.Sampler(4.7, 1)
-    with pytest.raises(ValueError, match="seed must fit 64 bits"):
+    with pytest.raises(lastmile.InvalidArgument, match="seed must fit 64 bits"):
         lastmile.Sampler(4, 1, seed=2**64)
+    with pytest.raises(lastmile.InvalidArgument, match="max_batch must fit int64, got 18446744073709551616"):
+        lastmile.Sampler(4, 2**64)
+    with pytest.raises(lastmile.InvalidArgument, match="threads must fit int32, got 1099511627776"):
+        lastmile.Sampler(4, 1, threads=2**40)
     # Negative seeds are their two's complement, as in the case reader.
     a = lastmile.Sampler(VOCAB, 2, seed=-5, threads=1).sample(LOGITS, [{}, {}])
     b = lastmile.Sampler(VOCAB, 2, seed=2**64 - 5, threads=1).sample(LOGITS, [{}, {}])
@@ -301,7 +320,8 @@ def test_token_id_arrays_read_as_lists(make):
 
 
 def test_bad_token_id_arrays():
-    with pytest.raises(ValueError, match=r"prompt_token_ids\[1\] must be a token id >= 0, got -2"):
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=r"prompt_token_ids\[1\] must be a token id in \[0, 2\^31\), got -2"):
         sampler().sample(LOGITS, [{"prompt_token_ids": np.array([1, -2])}, {}])
     with pytest.raises(TypeError, match=r"prompt_token_ids\[0\] must be an int, got float64"):
         sampler().sample(LOGITS, [{"prompt_token_ids": np.array([1.0])}, {}])
