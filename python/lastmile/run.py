@@ -37,10 +37,22 @@ def _values(matrix: np.ndarray) -> list:
 _NPY_DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
 
 
+# The case fields the CLI's reader knows; it refuses any other, and so does this runner.
+_CASE_FIELDS = {"logits_dtype", "logprobs_mode", "max_num_logprobs", "predict_bonus_token",
+                "requests"}
+
+
 def _read_case(case: Path):
-    spec = json.loads((case / "case.json").read_text())
+    # utf-8-sig: a byte-order mark is skipped, as the CLI's JSON reader skips it.
+    spec = json.loads((case / "case.json").read_text(encoding="utf-8-sig"))
     if not isinstance(spec, dict) or not isinstance(spec.get("requests"), list):
         raise ValueError("case.json: expected an object with a list of requests")
+    for key in spec:
+        if key not in _CASE_FIELDS:
+            raise ValueError(f"case.json: {key}: unknown case field")
+    if not isinstance(spec.get("predict_bonus_token", False), bool):
+        raise ValueError("case.json: predict_bonus_token: expected true or false, got "
+                         f"{spec['predict_bonus_token']!r}")
     dtype = spec.get("logits_dtype", "float32")
     if dtype not in _NPY_DTYPES:
         raise ValueError(f"case.json: logits_dtype must be float32, float16 or bfloat16, got {dtype!r}")
@@ -59,7 +71,7 @@ def run(case: Path, out: Path, logprobs_mode: Optional[str], num_logprobs: Optio
     mode = logprobs_mode or spec.get("logprobs_mode", "raw_logprobs")
     n = num_logprobs if num_logprobs is not None else spec.get("max_num_logprobs")
     sampler = Sampler(logits.shape[1], max(1, logits.shape[0]), mode, threads=threads, seed=0)
-    kwargs = dict(predict_bonus_token=bool(spec.get("predict_bonus_token", False)),
+    kwargs = dict(predict_bonus_token=spec.get("predict_bonus_token", False),
                   num_logprobs=n, dtype=dtype if dtype == "bfloat16" else None)
     result: dict = {}
     if repeat == 0:

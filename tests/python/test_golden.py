@@ -33,6 +33,10 @@ def test_runner_reports_a_bad_case_in_one_line(tmp_path):
     ("a_list_not_an_object", [], np.zeros((1, 4), np.float32)),
     ("dtype_mismatch", {"requests": [{}], "logits_dtype": "float32"}, np.zeros((1, 4), np.float16)),
     ("empty_npy", {"requests": [{}]}, None),
+    # As the CLI: an unknown case field and a predict_bonus_token that is not a bool are refused.
+    ("unknown_case_field", {"requests": [{}], "foo": 1}, np.zeros((1, 4), np.float32)),
+    ("bonus_not_a_bool", {"requests": [{}], "predict_bonus_token": "yes"},
+     np.zeros((1, 4), np.float32)),
 ])
 def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits):
     case = tmp_path / name
@@ -47,3 +51,14 @@ def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("lastmile.run: error: ")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_runner_skips_a_byte_order_mark_as_the_cli_does(tmp_path):
+    case = tmp_path / "bom"
+    case.mkdir()
+    (case / "case.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"requests": [{"temperature": 0.0}]}).encode())
+    np.save(case / "logits.npy", np.array([[0.0, 2.0, 1.0]], np.float32))
+    done = subprocess.run([sys.executable, "-m", "lastmile.run", str(case), "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "output.json").read_text())["sampled"] == [1]
