@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 
+from cli_report import finish
+
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
@@ -32,10 +34,7 @@ def main():
             if ratio < 0.05:
                 problems.append(f"ours {s['median_us_per_row']:.1f} us/row is {ratio:.4f}x the "
                                 f"baseline's: not the reference backend's time")
-    for problem in problems:
-        print(f"FAIL {problem}")
-    print("bench backend: " + ("passed" if not problems else "failed"))
-    sys.exit(1 if problems else 0)
+    finish("bench backend", problems)
 
 
 if __name__ == "__main__":

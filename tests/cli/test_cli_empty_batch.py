@@ -13,6 +13,8 @@ import tempfile
 
 import numpy as np
 
+from cli_report import finish
+
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,10 +49,7 @@ def main():
                 histograms = json.load(f).get("histograms")
             if histograms != []:
                 problems.append(f"--repeat: output.json histograms is {histograms!r}, not []")
-    for problem in problems:
-        print(f"FAIL {problem}")
-    print("empty batch: " + ("passed" if not problems else "failed"))
-    sys.exit(1 if problems else 0)
+    finish("empty batch", problems)
 
 
 if __name__ == "__main__":
