@@ -230,14 +230,16 @@ Case parse_case(const std::string& json_text, const std::string& name) {
 }
 
 Case read_case(const std::string& path) {
-  // A directory opens, and reading it then fails without naming the path.
-  if (std::error_code error; std::filesystem::is_directory(path, error))
+  // Before opening: a directory opens, and reading it then fails without naming the path; a
+  // FIFO's open blocks; a device (/dev/zero) would be read until memory runs out.
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status))
     throw InvalidArgument(path + ": a directory, not a file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw InvalidArgument(path + ": not a regular file");
   std::ifstream in(path);
   if (!in) throw InvalidArgument(path + ": cannot open file");
-  // A device such as /dev/zero would be read until memory runs out.
-  if (std::error_code error; !std::filesystem::is_regular_file(path, error))
-    throw InvalidArgument(path + ": not a regular file");
   std::stringstream text;
   text << in.rdbuf();
   return parse_case(text.str(), path);

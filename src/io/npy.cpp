@@ -68,26 +68,27 @@ void parse_magic(const std::string& name, const std::vector<unsigned char>& byte
     fail(name, "not a .npy file (bad magic)");
 }
 
-}  // namespace
-
-NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& bytes) {
-  parse_magic(name, bytes);
+// The preamble's length (10 or 12 bytes) and the header's, from the first bytes (at least 10:
+// parse_magic passed).
+std::pair<size_t, size_t> preamble(const std::string& name,
+                                   const std::vector<unsigned char>& bytes) {
   const int major = bytes[6];
-  size_t header_len = 0, offset = 0;
-  if (major == 1) {
-    header_len = bytes[8] | (size_t{bytes[9]} << 8);
-    offset = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) fail(name, "truncated npy header");
-    header_len =
-        bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) | (size_t{bytes[11]} << 24);
-    offset = 12;
-  } else {
-    fail(name, "unsupported npy version " + std::to_string(major));
-  }
+  if (major == 1) return {10, bytes[8] | (size_t{bytes[9]} << 8)};
+  if (major != 2 && major != 3) fail(name, "unsupported npy version " + std::to_string(major));
+  if (bytes.size() < 12) fail(name, "truncated npy header");
+  return {12, bytes[8] | (size_t{bytes[9]} << 8) | (size_t{bytes[10]} << 16) |
+                  (size_t{bytes[11]} << 24)};
+}
+
+// The array's descr and shape from `bytes`, the preamble and the whole header at least; returns
+// the data's offset. No data is read.
+size_t parse_header(const std::string& name, const std::vector<unsigned char>& bytes,
+                    NpyArray& array) {
+  parse_magic(name, bytes);
+  const auto [offset, header_len] = preamble(name, bytes);
   if (header_len > bytes.size() - offset) fail(name, "truncated npy header");
-  const std::string header(bytes.begin() + offset, bytes.begin() + offset + header_len);
-  NpyArray array;
+  const std::string header(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                           bytes.begin() + static_cast<std::ptrdiff_t>(offset + header_len));
   const std::string_view descr = after_key(name, header, "descr");
   const size_t descr_end = descr.size() > 1 ? descr.find('\'', 1) : std::string_view::npos;
   if (descr.empty() || descr.front() != '\'' || descr_end == std::string_view::npos)
@@ -96,46 +97,75 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
     fail(name, "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " +
                    clip(array.descr));
-  const std::string_view fortran_order = after_key(name, header, "fortran_order");
-  if (fortran_order.substr(0, 5) != "False") fail(name, "fortran_order arrays are not supported");
-  if (fortran_order.size() > 5 &&
-      std::string_view(", }").find(fortran_order[5]) == std::string_view::npos)
-    fail(name, "npy header: 'fortran_order' is not False or True, got " + clip(fortran_order));
+  std::string_view fortran_order = after_key(name, header, "fortran_order");
+  const size_t value_end = std::min(fortran_order.find_first_of(",}"), fortran_order.size());
+  fortran_order = fortran_order.substr(0, value_end);
+  while (!fortran_order.empty() && fortran_order.back() == ' ') fortran_order.remove_suffix(1);
+  if (fortran_order == "True") fail(name, "fortran_order arrays are not supported");
+  if (fortran_order != "False")
+    fail(name, "npy header: 'fortran_order' must be False or True, got " + clip(fortran_order));
   std::string shape;
   if (!parse_shape(after_key(name, header, "shape"), array.rows, array.cols, shape))
     fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
   if (array.rows > INT32_MAX || array.cols > INT32_MAX)
     fail(name, "shape (" + shape + ") is too large: each dimension must be < 2^31");
-  const size_t data_offset = offset + header_len;
+  return offset + header_len;
+}
+
+// Fails unless `have` bytes of data are what the header's shape and dtype need.
+void check_data_size(const std::string& name, const NpyArray& array, size_t have) {
   const size_t want =
       static_cast<size_t>(array.rows) * static_cast<size_t>(array.cols) * array.element_size();
-  if (bytes.size() - data_offset != want)
-    fail(name, "data holds " + std::to_string(bytes.size() - data_offset) + " bytes, shape (" +
+  if (have != want)
+    fail(name, "data holds " + std::to_string(have) + " bytes, shape (" +
                    std::to_string(array.rows) + ", " + std::to_string(array.cols) + ") of " +
                    array.descr + " needs " + std::to_string(want));
+}
+
+// Reads count bytes into `at`, or fails naming how many came.
+void read_exactly(const std::string& path, std::ifstream& in, unsigned char* at, size_t count) {
+  in.read(reinterpret_cast<char*>(at), static_cast<std::streamsize>(count));
+  if (static_cast<size_t>(in.gcount()) != count)
+    fail(path, "read " + std::to_string(in.gcount()) + " of " + std::to_string(count) +
+                   " bytes (the file changed while read?)");
+}
+
+}  // namespace
+
+NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& bytes) {
+  NpyArray array;
+  const size_t data_offset = parse_header(name, bytes, array);
+  check_data_size(name, array, bytes.size() - data_offset);
   array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_offset), bytes.end());
   return array;
 }
 
 NpyArray read_npy(const std::string& path) {
-  if (std::error_code error; std::filesystem::is_directory(path, error))
-    fail(path, "a directory, not a file");
+  // Before opening: a FIFO's open blocks, and a device (/dev/zero) never ends.
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status)) fail(path, "a directory, not a file");
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    fail(path, "not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open file");
-  // Only a regular file has a size to read up to (a device such as /dev/zero never ends).
-  std::error_code error;
-  if (!std::filesystem::is_regular_file(path, error)) fail(path, "not a regular file");
   const uintmax_t size = std::filesystem::file_size(path, error);
   if (error) fail(path, "cannot read its size: " + error.message());
-  // The magic first: a large file of something else is refused before it is read.
-  std::vector<unsigned char> bytes(static_cast<size_t>(std::min<uintmax_t>(size, 10)));
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (!in) fail(path, "read failed");
-  parse_magic(path, bytes);  // also refuses a file under 10 bytes
-  bytes.resize(static_cast<size_t>(size));
-  in.read(reinterpret_cast<char*>(bytes.data()) + 10, static_cast<std::streamsize>(size - 10));
-  if (!in) fail(path, "read failed");
-  return parse_npy(path, bytes);
+  // The preamble and header first, then exactly the data they declare: a large file of something
+  // else, or of another shape, is refused before it is read.
+  std::vector<unsigned char> head(static_cast<size_t>(std::min<uintmax_t>(size, 12)));
+  read_exactly(path, in, head.data(), head.size());
+  parse_magic(path, head);  // also refuses a file under 10 bytes
+  const auto [offset, header_len] = preamble(path, head);
+  if (offset + header_len > size) fail(path, "truncated npy header");
+  head.resize(offset + header_len);
+  if (head.size() > 12) read_exactly(path, in, head.data() + 12, head.size() - 12);
+  NpyArray array;
+  const size_t data_offset = parse_header(path, head, array);
+  check_data_size(path, array, static_cast<size_t>(size) - data_offset);
+  array.data.resize(static_cast<size_t>(size) - data_offset);
+  read_exactly(path, in, array.data.data(), array.data.size());
+  return array;
 }
 
 void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {

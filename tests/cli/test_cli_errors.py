@@ -89,7 +89,12 @@ def cases(tmp):
     yield "unknown flag", [make_case(f"{tmp}/out"), "--out-override"], "not expected: --out-override"
     bad_order = b"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2, 16), }"
     bad_order += b" " * (63 - (10 + len(bad_order)) % 64) + b"\n"
-    yield "fortran_order not a bool", [make_case(f"{tmp}/falsey", raw_logits=b"\x93NUMPY\x01\x00" + len(bad_order).to_bytes(2, "little") + bad_order)], "'fortran_order' is not False or True, got Falsey"
+    yield "fortran_order not a bool", [make_case(f"{tmp}/falsey", raw_logits=b"\x93NUMPY\x01\x00" + len(bad_order).to_bytes(2, "little") + bad_order)], "falsey/logits.npy: npy header: 'fortran_order' must be False or True, got Falsey$"
+    odd_order = b"{'descr': '<f4', 'fortran_order': False x'shape': (2, 16), }"
+    odd_order += b" " * (63 - (10 + len(odd_order)) % 64) + b"\n"
+    yield "fortran_order followed by junk", [make_case(f"{tmp}/junk", raw_logits=b"\x93NUMPY\x01\x00" + len(odd_order).to_bytes(2, "little") + odd_order)], "must be False or True, got False x'shape': (2$"
+    other_shape = npy_bytes(np.zeros((4, 1000), np.float32))  # a header that declares 16000 bytes
+    yield "data of another shape", [make_case(f"{tmp}/shape", raw_logits=other_shape[:128] + b"\0" * 64)], "shape/logits.npy: data holds 64 bytes, shape (4, 1000) of <f4 needs 16000$"
     if os.path.exists("/dev/zero"):  # a device never ends: refused, not read until memory runs out
         make_case(f"{tmp}/zero_npy")
         os.remove(f"{tmp}/zero_npy/logits.npy")
@@ -99,6 +104,15 @@ def cases(tmp):
         os.remove(f"{tmp}/zero_json/case.json")
         os.symlink("/dev/zero", f"{tmp}/zero_json/case.json")
         yield "case.json a device", [f"{tmp}/zero_json"], "zero_json/case.json: not a regular file"
+    if hasattr(os, "mkfifo"):  # opening a FIFO blocks until a writer comes: refused before opening
+        make_case(f"{tmp}/fifo_npy")
+        os.remove(f"{tmp}/fifo_npy/logits.npy")
+        os.mkfifo(f"{tmp}/fifo_npy/logits.npy")
+        yield "logits.npy a FIFO", [f"{tmp}/fifo_npy"], "fifo_npy/logits.npy: not a regular file$"
+        make_case(f"{tmp}/fifo_json")
+        os.remove(f"{tmp}/fifo_json/case.json")
+        os.mkfifo(f"{tmp}/fifo_json/case.json")
+        yield "case.json a FIFO", [f"{tmp}/fifo_json"], "fifo_json/case.json: not a regular file$"
 
 
 def commands(tmp):
@@ -107,7 +121,7 @@ def commands(tmp):
     os.makedirs(out)
     # The demo's options before a subcommand were accepted and ignored.
     yield "--backend before run", ["--backend", "reference", "run", case, "--out", out], "--backend before 'run' is the demo's option; give it after the subcommand"
-    yield "--threads before bench", ["--threads", "1", "bench", "--scenario", "nope"], "--threads before 'bench' is the demo's option"
+    yield "--threads before bench", ["--threads", "1", "bench", "--scenario", "nope"], "lastmile: error: --threads before 'bench' is the demo's option; give it after the subcommand$"
     yield "--steps before run", ["--steps", "3", "run", case, "--out", out], "--steps before 'run' is the demo's option; the subcommand takes none"
     if os.path.exists("/dev/full"):  # a full disk shows when the file is flushed, not at <<
         full = f"{tmp}/full_out"
@@ -143,7 +157,9 @@ def main():
                 problems.append(f"stdout not empty: {p.stdout[:200]!r}")
             if len(lines) != 1 or not lines[0].startswith("lastmile: error: "):
                 problems.append(f"stderr is not one 'lastmile: error:' line: {p.stderr[:400]!r}")
-            elif expected not in lines[0]:
+            elif expected.endswith("$") and not lines[0].endswith(expected[:-1]):
+                problems.append(f"message {lines[0]!r} does not end with {expected[:-1]!r}")
+            elif not expected.endswith("$") and expected not in lines[0]:
                 problems.append(f"message {lines[0]!r} lacks {expected!r}")
             if problems:
                 failed += 1
