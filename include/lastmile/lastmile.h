@@ -148,7 +148,6 @@ typedef struct lastmile_output {
   const uint8_t* token_logprobs_valid;
   const int64_t* token_logprobs_ranks;
   const float* full_logprobs; /* [num_rows * vocab_size] when num_logprobs == -1 */
-  int32_t has_full_logprobs;  /* 1: num_logprobs was -1, also for no rows (full_logprobs NULL) */
 } lastmile_output;
 
 void lastmile_sampler_config_init(lastmile_sampler_config* config);

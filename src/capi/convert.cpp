@@ -186,7 +186,6 @@ lastmile_output to_c_output(const SamplerOutput& o) {
     c.token_logprobs_ranks = o.token_logprobs.ranks.data();
   }
   if (!o.full_logprobs.empty()) c.full_logprobs = o.full_logprobs.data();
-  c.has_full_logprobs = o.has_full_logprobs ? 1 : 0;
   return c;
 }
 
