@@ -80,9 +80,15 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    if (*run_cmd) return lastmile::cli::run_case(run);
-    if (*bench_cmd) return lastmile::cli::run_bench(bench);
-    return lastmile::cli::run_demo(demo);
+    const int status = *run_cmd     ? lastmile::cli::run_case(run)
+                       : *bench_cmd ? lastmile::cli::run_bench(bench)
+                                    : lastmile::cli::run_demo(demo);
+    // The demo's and bench's output is stdout: a full disk or closed pipe shows at the flush.
+    if (status == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) {
+      std::fprintf(stderr, "lastmile: error: stdout: write failed\n");
+      return 2;
+    }
+    return status;
   } catch (const lastmile::Error& e) {
     std::fprintf(stderr, "lastmile: error: %s\n", e.what());
   } catch (const std::bad_alloc&) {

@@ -132,6 +132,7 @@ def commands(tmp):
         os.makedirs(full_npy)
         os.symlink("/dev/full", f"{full_npy}/full_logprobs.npy")
         yield "full_logprobs.npy on a full disk", ["run", case, "--out", full_npy, "--num-logprobs", "-1"], "full_logprobs.npy: write failed"
+        yield "demo to a full stdout", ["--steps", "1", ">", "/dev/full"], "lastmile: error: stdout: write failed$"
 
 
 def main():
@@ -143,8 +144,12 @@ def main():
                 for name, args, expected in cases(tmp)]
         runs += [(name, [BINARY] + args, expected) for name, args, expected in commands(tmp)]
         for name, cmd, expected in runs:
+            stdout = subprocess.PIPE
+            if cmd[-2] == ">":  # the command's stdout goes to that file
+                stdout = open(cmd[-1], "w")
+                cmd = cmd[:-2]
             try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+                p = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
             except subprocess.TimeoutExpired:
                 failed += 1
                 print(f"FAIL {name}: no answer in 60 s")
