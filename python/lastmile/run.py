@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -42,6 +43,27 @@ _CASE_FIELDS = {"logits_dtype", "logprobs_mode", "max_num_logprobs", "predict_bo
                 "requests"}
 
 
+# Request fields the CLI's reader takes null for (as absent); any other null it refuses.
+_NULLABLE = {"seed", "allowed_token_ids", "logprob_token_ids", "logprobs", "logit_bias"}
+
+
+def _check_request(where: str, request: Any) -> None:
+    """What the CLI's reader refuses and the Sampler would take: a non-object request, `step`
+    (the runner's own, with --repeat), a null where a value belongs, a logit_bias key that is
+    not a decimal integer (Python's int() reads "1_0" as 10)."""
+    if not isinstance(request, dict):
+        raise ValueError(f"case.json: {where}: expected an object, got {type(request).__name__}")
+    if "step" in request:
+        raise ValueError(f"case.json: {where}.step: unknown request field")
+    for key, value in request.items():
+        if value is None and key not in _NULLABLE:
+            raise ValueError(f"case.json: {where}.{key}: expected a value, got null")
+    for key in (request.get("logit_bias") or {}):
+        if not re.fullmatch(r"\s*[+-]?[0-9]+", key):
+            raise ValueError(f"case.json: {where}.logit_bias: keys must be decimal token ids, "
+                             f"got {key!r}")
+
+
 def _read_case(case: Path):
     # utf-8-sig: a byte-order mark is skipped, as the CLI's JSON reader skips it.
     spec = json.loads((case / "case.json").read_text(encoding="utf-8-sig"))
@@ -53,6 +75,8 @@ def _read_case(case: Path):
     if not isinstance(spec.get("predict_bonus_token", False), bool):
         raise ValueError("case.json: predict_bonus_token: expected true or false, got "
                          f"{spec['predict_bonus_token']!r}")
+    for i, request in enumerate(spec["requests"]):
+        _check_request(f"requests[{i}]", request)
     dtype = spec.get("logits_dtype", "float32")
     if dtype not in _NPY_DTYPES:
         raise ValueError(f"case.json: logits_dtype must be float32, float16 or bfloat16, got {dtype!r}")

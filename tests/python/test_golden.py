@@ -28,17 +28,31 @@ def test_runner_reports_a_bad_case_in_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("name, spec, logits", [
-    ("one_dimensional", {"requests": [{}]}, np.zeros(4, np.float32)),
-    ("a_list_not_an_object", [], np.zeros((1, 4), np.float32)),
-    ("dtype_mismatch", {"requests": [{}], "logits_dtype": "float32"}, np.zeros((1, 4), np.float16)),
-    ("empty_npy", {"requests": [{}]}, None),
-    # As the CLI: an unknown case field and a predict_bonus_token that is not a bool are refused.
-    ("unknown_case_field", {"requests": [{}], "foo": 1}, np.zeros((1, 4), np.float32)),
+@pytest.mark.parametrize("name, spec, logits, message", [
+    ("one_dimensional", {"requests": [{}]}, np.zeros(4, np.float32),
+     "logits.npy: expected 2 dimensions [num_rows, vocab_size], got 1"),
+    ("a_list_not_an_object", [], np.zeros((1, 4), np.float32),
+     "case.json: expected an object with a list of requests"),
+    ("dtype_mismatch", {"requests": [{}], "logits_dtype": "float32"}, np.zeros((1, 4), np.float16),
+     "logits.npy: dtype float16 does not match logits_dtype float32"),
+    ("empty_npy", {"requests": [{}]}, None, ""),
+    # As the CLI: an unknown case field and a predict_bonus_token that is not a bool are refused,
+    # and so are requests the CLI's reader refuses.
+    ("unknown_case_field", {"requests": [{}], "foo": 1}, np.zeros((1, 4), np.float32),
+     "case.json: foo: unknown case field"),
     ("bonus_not_a_bool", {"requests": [{}], "predict_bonus_token": "yes"},
-     np.zeros((1, 4), np.float32)),
+     np.zeros((1, 4), np.float32), "case.json: predict_bonus_token: expected true or false, got 'yes'"),
+    ("request_step", {"requests": [{"step": 3}]}, np.zeros((1, 4), np.float32),
+     "case.json: requests[0].step: unknown request field"),
+    ("request_null", {"requests": [{"temperature": None}]}, np.zeros((1, 4), np.float32),
+     "case.json: requests[0].temperature: expected a value, got null"),
+    ("request_pairs", {"requests": [[["temperature", 0.0]]]}, np.zeros((1, 4), np.float32),
+     "case.json: requests[0]: expected an object, got list"),
+    ("bias_key_underscore", {"requests": [{"logit_bias": {"1_0": 1.0}}]},
+     np.zeros((1, 4), np.float32),
+     "case.json: requests[0].logit_bias: keys must be decimal token ids, got '1_0'"),
 ])
-def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits):
+def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits, message):
     case = tmp_path / name
     case.mkdir()
     (case / "case.json").write_text(json.dumps(spec))
@@ -49,7 +63,7 @@ def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits
     done = subprocess.run([sys.executable, "-m", "lastmile.run", str(case), "--out",
                            str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith("lastmile.run: error: ")
+    assert done.stderr.startswith("lastmile.run: error: " + message)
     assert len(done.stderr.strip().splitlines()) == 1
 
 
