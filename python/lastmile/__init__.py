@@ -115,6 +115,8 @@ def _output(raw: dict) -> SamplerOutput:
 
 
 def _check_mode(name: str, mode: str) -> str:
+    if not isinstance(mode, str):
+        raise TypeError(f"{name} must be a str, got {type(mode).__name__}")
     if mode not in _MODES:
         raise InvalidArgument(f"{name} must be one of {', '.join(_MODES)}, got {mode!r}")
     return mode

@@ -35,6 +35,7 @@ from typing import Any, List, NamedTuple, Optional
 
 import torch
 
+from . import InvalidArgument
 from . import Sampler as _CoreSampler
 
 _GREEDY_EPS = 1e-5  # vLLM's _SAMPLING_EPS
@@ -68,7 +69,7 @@ def _rows(name: str, values: Any, num_rows: int) -> Any:
     """values, checked to hold an entry for each logits row (else IndexError deep in the adapter).
     Longer is fine: vLLM passes spec_token_ids for every slot of its persistent batch."""
     if values is not None and len(values) < num_rows:
-        raise ValueError(f"sampling_metadata.{name}: expected {num_rows} rows, got {len(values)}")
+        raise InvalidArgument(f"sampling_metadata.{name}: expected {num_rows} rows, got {len(values)}")
     return values
 
 
@@ -135,7 +136,7 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
     if penalties:
         for name in ("presence_penalties", "frequency_penalties", "repetition_penalties"):
             if getattr(metadata, name, None) is None:
-                raise ValueError(f"sampling_metadata.{name}: needed when no_penalties is False")
+                raise InvalidArgument(f"sampling_metadata.{name}: needed when no_penalties is False")
             _rows(name, getattr(metadata, name), num_rows)
     prompts = _rows("prompt_token_ids", metadata.prompt_token_ids, num_rows) if penalties else None
     mask = _rows("allowed_token_ids_mask", getattr(metadata, "allowed_token_ids_mask", None),

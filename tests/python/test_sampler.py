@@ -188,6 +188,8 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
      "request 0: bad_words_token_ids must be a list of token-id lists, got int"),
     (lambda s: s.sample(LOGITS, [{"allowed_token_ids": np.array(3)}, {}]), TypeError,
      "request 0: allowed_token_ids must be a sequence of ints, got ndarray"),
+    (lambda s: s.sample(LOGITS, GREEDY, logprobs_mode=5), TypeError,
+     "logprobs_mode must be a str, got int"),
     # Bad values are lastmile.InvalidArgument (not a plain ValueError) and name their field.
     (lambda s: s.sample(LOGITS, [{"output_token_ids": [-1]}, {}]), lastmile.InvalidArgument,
      "request 0: output_token_ids[0] must be a token id in [0, 2^31), got -1"),

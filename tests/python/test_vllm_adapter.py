@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import lastmile
 from lastmile.vllm import Sampler
 
 V = 8
@@ -251,7 +252,7 @@ def test_a_nan_temperature_is_refused_not_made_greedy(logits):
      "sampling_metadata.allowed_token_ids_mask: expected 4 rows, got 2"),
 ])
 def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(lastmile.InvalidArgument) as e:
         Sampler().forward(logits, metadata(4, **fields))
     assert str(e.value) == message
 
