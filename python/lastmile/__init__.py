@@ -355,7 +355,7 @@ class RequestBatch:
         """
         _check_id("add", request_id)
         _check_request(f"request '{request_id}'", params)
-        max_output_tokens = _integer("max_output_tokens", max_output_tokens)
+        max_output_tokens = _integer(f"request '{request_id}': max_output_tokens", max_output_tokens)
         self._impl.add(request_id, params, prompt_token_ids, max_output_tokens)
 
     def remove(self, request_id: str) -> None:

@@ -62,7 +62,8 @@ def test_add_remove_reorder_and_errors():
         batch.remove(5)
     with pytest.raises(TypeError, match="reorder: request_id must be a str, got int"):
         batch.reorder([5])
-    with pytest.raises(lastmile.InvalidArgument, match="max_output_tokens must fit int64"):
+    with pytest.raises(lastmile.InvalidArgument,
+                       match="request 'c': max_output_tokens must fit int64, got 18446744073709551616"):
         batch.add("c", {}, max_output_tokens=2**64)
     assert batch.request_ids() == ["a"]
     with pytest.raises(lastmile.InvalidArgument,
