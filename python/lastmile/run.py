@@ -58,7 +58,11 @@ def _check_request(where: str, request: Any) -> None:
     for key, value in request.items():
         if value is None and key not in _NULLABLE:
             raise ValueError(f"case.json: {where}.{key}: expected a value, got null")
-    for key in (request.get("logit_bias") or {}):
+    bias = request.get("logit_bias")
+    if bias is not None and not isinstance(bias, dict):
+        raise ValueError(f"case.json: {where}.logit_bias: expected an object of token id -> bias, "
+                         f"got {type(bias).__name__}")
+    for key in (bias or {}):
         if not re.fullmatch(r"\s*[+-]?[0-9]+", key):
             raise ValueError(f"case.json: {where}.logit_bias: keys must be decimal token ids, "
                              f"got {key!r}")

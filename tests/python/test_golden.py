@@ -51,6 +51,8 @@ def test_runner_reports_a_bad_case_in_one_line(tmp_path):
     ("bias_key_underscore", {"requests": [{"logit_bias": {"1_0": 1.0}}]},
      np.zeros((1, 4), np.float32),
      "case.json: requests[0].logit_bias: keys must be decimal token ids, got '1_0'"),
+    ("bias_not_an_object", {"requests": [{"logit_bias": [1, 2]}]}, np.zeros((1, 4), np.float32),
+     "case.json: requests[0].logit_bias: expected an object of token id -> bias, got list"),
 ])
 def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits, message):
     case = tmp_path / name
