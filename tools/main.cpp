@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
   }
   // The demo's options before a subcommand were taken and then ignored (`lastmile --backend
   // reference run ...` ran the cpu backend): refused, naming the place they belong.
+  const CLI::App* sub = *run_cmd ? run_cmd : *bench_cmd ? bench_cmd : nullptr;
   for (const char* option : {"--steps", "--threads", "--backend"}) {
-    const CLI::App* sub = *run_cmd ? run_cmd : *bench_cmd ? bench_cmd : nullptr;
     if (sub != nullptr && app.count(option) > 0) {
       std::fprintf(stderr, "lastmile: error: %s before '%s' is the demo's option; %s\n", option,
                    sub->get_name().c_str(),

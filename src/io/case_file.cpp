@@ -3,13 +3,13 @@
 #include "io/case_file.hpp"
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "io/clip.hpp"
+#include "io/input_file.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::io {
@@ -230,14 +230,7 @@ Case parse_case(const std::string& json_text, const std::string& name) {
 }
 
 Case read_case(const std::string& path) {
-  // Before opening: a directory opens, and reading it then fails without naming the path; a
-  // FIFO's open blocks; a device (/dev/zero) would be read until memory runs out.
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (std::filesystem::is_directory(status))
-    throw InvalidArgument(path + ": a directory, not a file");
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw InvalidArgument(path + ": not a regular file");
+  if (const char* why = unreadable_as_file(path)) throw InvalidArgument(path + ": " + why);
   std::ifstream in(path);
   if (!in) throw InvalidArgument(path + ": cannot open file");
   std::stringstream text;

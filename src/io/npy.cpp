@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "io/clip.hpp"
+#include "io/input_file.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::io {
@@ -141,14 +142,10 @@ NpyArray parse_npy(const std::string& name, const std::vector<unsigned char>& by
 }
 
 NpyArray read_npy(const std::string& path) {
-  // Before opening: a FIFO's open blocks, and a device (/dev/zero) never ends.
-  std::error_code error;
-  const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (std::filesystem::is_directory(status)) fail(path, "a directory, not a file");
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    fail(path, "not a regular file");
+  if (const char* why = unreadable_as_file(path)) fail(path, why);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open file");
+  std::error_code error;
   const uintmax_t size = std::filesystem::file_size(path, error);
   if (error) fail(path, "cannot read its size: " + error.message());
   // The preamble and header first, then exactly the data they declare: a large file of something
