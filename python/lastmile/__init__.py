@@ -128,13 +128,21 @@ def _check_dtype(dtype: Any) -> None:
         raise TypeError(f"dtype must be a str or None, got {type(dtype).__name__}")
 
 
+def _shown(value: int) -> str:
+    """An int for a message: its digits, or past 128 bits its width (str() refuses ints over 4300
+    digits, which would turn the message into a ValueError about the conversion)."""
+    if value.bit_length() <= 128:
+        return str(value)
+    return f"{'a negative' if value < 0 else 'an'} integer of {value.bit_length()} bits"
+
+
 def _integer(name: str, value: Any, bits: Optional[int] = 64) -> int:
     """value as an int that fits a signed `bits`-bit integer (None: any; the caller checks)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     value = int(value)
     if bits is not None and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-        raise InvalidArgument(f"{name} must fit int{bits}, got {value}")
+        raise InvalidArgument(f"{name} must fit int{bits}, got {_shown(value)}")
     return value
 
 
@@ -152,7 +160,7 @@ def _config(vocab_size, max_batch, logprobs_mode, threads, seed, backend):
         seed = int.from_bytes(os.urandom(8), "little")
     seed = _integer("seed", seed, None)
     if not -(2**63) <= seed < 2**64:
-        raise InvalidArgument(f"seed must fit 64 bits, got {seed}")
+        raise InvalidArgument(f"seed must fit 64 bits, got {_shown(seed)}")
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str, got {type(backend).__name__}")
     return (_integer("vocab_size", vocab_size), _integer("max_batch", max_batch), logprobs_mode,
@@ -296,7 +304,7 @@ class Sampler:
             num_logprobs = _integer("num_logprobs", num_logprobs, None)
             if not -1 <= num_logprobs <= self._impl.vocab_size:  # also past int32: named here
                 raise InvalidArgument(f"batch: num_logprobs must be -1 or in "
-                                      f"[0, {self._impl.vocab_size}], got {num_logprobs}")
+                                      f"[0, {self._impl.vocab_size}], got {_shown(num_logprobs)}")
         _check_dtype(dtype)
         if not isinstance(predict_bonus_token, (bool, np.bool_)):  # bool("no") would be True
             raise TypeError(

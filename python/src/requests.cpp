@@ -97,11 +97,22 @@ nb::object python_int(nb::handle value, const std::string& who, const char* fiel
   return index;
 }
 
+// ", got N" for an int past 64 bits: its digits, or past 128 bits its width, as Python's
+// _shown (str() refuses ints over 4300 digits).
+std::string got_wide(nb::handle index) {
+  const auto bits = nb::cast<size_t>(index.attr("bit_length")());
+  if (bits <= 128) return ", got " + nb::cast<std::string>(nb::str(index));
+  const bool negative = PyObject_RichCompareBool(index.ptr(), nb::int_(0).ptr(), Py_LT) == 1;
+  return std::string(", got ") + (negative ? "a negative" : "an") + " integer of " +
+         std::to_string(bits) + " bits";
+}
+
 int64_t as_integer(nb::handle value, const std::string& who, const char* field) {
   const nb::object index = python_int(value, who, field);
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-  if (overflow != 0) throw InvalidArgument(who + ": " + field + " does not fit 64 bits");
+  if (overflow != 0)
+    throw InvalidArgument(who + ": " + field + " does not fit 64 bits" + got_wide(index));
   return v;
 }
 
@@ -122,7 +133,7 @@ std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
   const unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(index.ptr()) : 0;
   if (overflow < 0 || (u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
     PyErr_Clear();
-    throw InvalidArgument(who + ": seed must fit 64 bits");
+    throw InvalidArgument(who + ": seed must fit 64 bits" + got_wide(index));
   }
   return u;
 }

@@ -263,6 +263,30 @@ def test_bad_config():
     np.testing.assert_array_equal(a.sampled_token_ids, b.sampled_token_ids)
 
 
+def test_integers_too_long_to_print_are_named_by_width():
+    # str() refuses ints over 4300 digits: the message gives the width, not a ValueError about it.
+    huge = 10**5000
+    bits = huge.bit_length()
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=f"threads must fit int32, got an integer of {bits} bits"):
+        lastmile.Sampler(4, 1, threads=huge)
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=f"seed must fit 64 bits, got a negative integer of {bits} bits"):
+        lastmile.Sampler(4, 1, seed=-huge)
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=f"num_logprobs must be -1 or in .*, got an integer of {bits} bits"):
+        sampler().sample(LOGITS, GREEDY, num_logprobs=huge)
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=f"top_k does not fit 64 bits, got an integer of {bits} bits"):
+        sampler().sample(LOGITS, [{"top_k": huge}, {}])
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=f"seed must fit 64 bits, got a negative integer of {bits} bits"):
+        sampler().sample(LOGITS, [{"seed": -huge}, {}])
+    # Up to 128 bits, the digits.
+    with pytest.raises(lastmile.InvalidArgument, match=f"top_k does not fit 64 bits, got {2**100}"):
+        sampler().sample(LOGITS, [{"top_k": 2**100}, {}])
+
+
 def test_two_threads_sample_at_once_on_their_own_samplers():
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(8, 4096)).astype(np.float32)
