@@ -3,7 +3,8 @@
 
 usage: test_cli_errors.py LASTMILE_BINARY
 Each case builds a case folder, runs the CLI, and checks: exit status 2, nothing on stdout,
-exactly one stderr line starting 'lastmile: error: ' and containing the expected text. The
+exactly one stderr line starting 'lastmile: error: ' and containing the expected text (an
+expected text ending in '$' must end the line instead: its last words are the message's). The
 `commands` cases give the whole command line (options misplaced, outputs that cannot be written).
 Prints 'N passed, M failed' last.
 """
