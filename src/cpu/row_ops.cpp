@@ -80,15 +80,16 @@ HWY_INLINE V ExpFlushToZero(D d, V x) {
 #if HWY_TARGET <= HWY_AVX3
 // AVX-512's exp: 2^(j/32) from a table of 32 lanes (one vpermt2d), which leaves |r| <= ln 2 / 64,
 // where a quadratic holds: exp(x) = 2^k 2^(j/32) (1 + c1 r + r^2 / 2), x = (32k + j) ln 2 / 32 + r.
-// Two multiplies a vector fewer than the polynomial above, whose last step (vscalefps) it also
-// drops: 2^k goes into the table entry's exponent by an integer add, the entry stored less j's
-// share of t's shifted bits. The exp passes are compute-bound: 64 bf16 152k rows' statistics
-// took 0.94x the time of a 16-lane table with a cubic (Zen 4, timed in turns, medians of 60
-// rounds). c1 = 1 + (ln 2 / 64)^2 / 8 levels the quadratic's error over |r| <= ln 2 / 64, and
-// the entries are rounded down: the reduction's error (ln 2 / 32 rounded to float, times n)
-// only raises the result, by up to 2.4e-7 at the bottom of the range. Over every float in
-// [-86.9, 0] (checked offline): relative error at most 3.52e-7 (5.48 ULP, at -86.9; 2.32 ULP
-// above -20), monotone. The flush is the zero-masked last FMA, so -inf (r is NaN there) gives 0.
+// Two multiplies a vector fewer than the polynomial above; 2^k goes into the table entry's
+// exponent by an integer add, the entry stored less j's share of t's shifted bits. The exp passes
+// are compute-bound: 64 bf16 152k rows' statistics took 0.94x the time of a 16-lane table with a
+// cubic (Zen 4, timed in turns, medians of 60 rounds). c1 near 1 + (ln 2 / 64)^2 / 8 (1 + 123
+// ULP), which levels the quadratic's error over |r| <= ln 2 / 64, lowered to 1 + 120 ULP (the
+// best ULP bound of a grid), and the entries rounded down: the reduction's error (ln 2 / 32
+// rounded to float, times n) only raises the result, by up to 2.4e-7 at the bottom of the range.
+// Over every float in [-86.9, 0] (checked offline): relative error at most 3.52e-7 (at -86.9),
+// at most 5.48 ULP (at -86.68; 2.32 ULP above -20), monotone. The flush is the zero-masked last
+// FMA, so -inf (r is NaN there) gives 0.
 HWY_INLINE hn::Vec512<float> ExpFlushToZero(hn::Full512<float> d, hn::Vec512<float> x) {
   const hn::RebindToSigned<decltype(d)> di;
   const auto round_bias = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: t's low bits hold n
