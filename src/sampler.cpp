@@ -201,7 +201,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
   BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);
   plan.sampler_seed = config_.seed;
-  plan.call_index = calls_++;
+  plan.call_index = calls_;  // counted below, once the call succeeds
   plan.processors = config_.logits_processors;
   reserve_scratch(batch, kept);
   out_.prepare(plan);
@@ -236,6 +236,8 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
                                                          (std::isnan(value) ? "NaN" : "+inf") +
                                                          " at token_id " + std::to_string(bad));
   }
+  // Only a call that returns counts: a caller who retries after an error keeps its draws.
+  ++calls_;
   return out_.finish(plan);  // 9  the output lives in the workspace
 }
 

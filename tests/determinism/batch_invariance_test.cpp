@@ -3,6 +3,7 @@
 // (1, 2, 3), at vocab 111 and 32001.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <string>
@@ -388,6 +389,47 @@ TEST(BatchInvarianceRequestBatch, UnseededRequestIgnoresReorder) {
   EXPECT_EQ(runs[1], runs[4]);
   EXPECT_EQ(runs[2], runs[5]);
   EXPECT_NE(runs[0], runs[1]);  // distinct requests, distinct streams
+}
+
+// A stateless call seeds its unseeded rows from the count of calls, so a call that fails must not
+// count: otherwise a caller who retries after a rejected batch shifts every later draw.
+TEST(BatchInvarianceStateless, AFailedCallDoesNotShiftUnseededDraws) {
+  constexpr int64_t kVocab = 1000;
+  constexpr int64_t kRows = 4;
+  enum class Failure { none, bad_field, nan_logits };
+  auto run = [&](Failure failure) {
+    SamplerConfig config = make_config(kVocab, kRows);
+    config.seed = 7;
+    Sampler sampler(config);
+    std::vector<float> logits = lcg_logits(kVocab * kRows, 5, -1.0f, 1.0f);
+    const std::vector<Row> rows(kRows, row_with(RequestParams{}));  // temperature 1, no seed
+    std::vector<TokenId> tokens;
+    for (int call = 0; call < 3; ++call) {
+      if (call == 1 && failure == Failure::bad_field) {
+        std::vector<Row> bad = rows;
+        bad[2].params.top_p = 5.0f;
+        EXPECT_THROW(sampler.sample(LogitsView::f32(logits.data(), kRows, kVocab), make_batch(bad)),
+                     lastmile::InvalidArgument);
+      }
+      if (call == 1 && failure == Failure::nan_logits) {
+        logits[7] = std::numeric_limits<float>::quiet_NaN();
+        EXPECT_THROW(
+            sampler.sample(LogitsView::f32(logits.data(), kRows, kVocab), make_batch(rows)),
+            lastmile::InvalidArgument);
+        logits[7] = 0.0f;
+      }
+      const SamplerOutput& out =
+          sampler.sample(LogitsView::f32(logits.data(), kRows, kVocab), make_batch(rows));
+      tokens.insert(tokens.end(), out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+    }
+    return tokens;
+  };
+  const std::vector<TokenId> clean = run(Failure::none);
+  EXPECT_EQ(run(Failure::bad_field), clean);
+  EXPECT_EQ(run(Failure::nan_logits), clean);
+  // The draws are not trivially equal: calls and rows differ.
+  EXPECT_NE(std::vector<TokenId>(clean.begin(), clean.begin() + kRows),
+            std::vector<TokenId>(clean.begin() + kRows, clean.begin() + 2 * kRows));
 }
 
 }  // namespace
