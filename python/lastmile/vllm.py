@@ -29,7 +29,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, List, NamedTuple, Optional
 
@@ -63,6 +62,13 @@ def _list(values: Any) -> Optional[list]:
     if isinstance(values, torch.Tensor):
         return values.reshape(-1).tolist()
     return [v for v in values]
+
+
+def _below_greedy_eps(temperature: list) -> list:
+    """Which rows vLLM makes greedy: it compares its float32 temperatures with 1e-5 in float32,
+    where float32(1e-5) itself is not below. NaN is not below, and so reaches the sampler."""
+    t = torch.tensor([float(v) for v in temperature], dtype=torch.float32)
+    return (t < torch.tensor(_GREEDY_EPS, dtype=torch.float32)).tolist()
 
 
 def _rows(name: str, values: Any, num_rows: int) -> Any:
@@ -128,6 +134,7 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
     outputs = [list(o) for o in _rows("output_token_ids", metadata.output_token_ids or None,
                                       num_rows) or [[] for _ in range(num_rows)]]
     temperature = None if metadata.all_greedy else _list(metadata.temperature)
+    greedy = None if temperature is None else _below_greedy_eps(temperature)
     top_p, top_k = _list(metadata.top_p), _list(metadata.top_k)
     _rows("temperature", temperature, num_rows)
     _rows("top_p", top_p, num_rows)
@@ -151,9 +158,11 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
         # length; they are dropped from the history lastmile sees.
         known = [t for t in outputs[row] if t != _PLACEHOLDER]
         r: dict = {"output_token_ids": known}
-        t = 0.0 if temperature is None else float(temperature[row])
         # Greedy sentinels (0.0, -1.0) become 0; NaN goes on, for the sampler to refuse.
-        r["temperature"] = t if t >= _GREEDY_EPS or math.isnan(t) else 0.0
+        # float32(1e-5), which vLLM samples, lies below the double 1e-5 under which lastmile
+        # (as SamplingParams) is greedy; the double 1e-5 is the same float32, so it goes instead.
+        t = 0.0 if greedy is None or greedy[row] else float(temperature[row])
+        r["temperature"] = _GREEDY_EPS if 0.0 < t < _GREEDY_EPS else t
         if top_p is not None:
             r["top_p"] = float(top_p[row])
         if top_k is not None:

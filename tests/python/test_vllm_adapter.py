@@ -171,6 +171,23 @@ def test_greedy_sentinels_in_a_mixed_batch(logits):
     assert out.sampled_token_ids.reshape(-1).tolist() == logits.argmax(dim=-1).tolist()
 
 
+def test_greedy_threshold_is_compared_in_float32():
+    # vLLM compares its float32 temperatures with 1e-5 in float32: float32(1e-5) samples, one
+    # float32 step below it is greedy. On flat logits greedy answers 0; a draw rarely does.
+    eps = torch.tensor(1e-5, dtype=torch.float32)
+    below = torch.nextafter(eps, torch.tensor(0.0))
+    flat = torch.zeros(2, 64)
+    sampler = Sampler()
+    tokens = []
+    for call in range(5):
+        g = [torch.Generator().manual_seed(call), torch.Generator().manual_seed(call)]
+        md = metadata(2, all_greedy=False, temperature=torch.stack([eps, below]),
+                      generators={0: g[0], 1: g[1]})
+        tokens.append(sampler.forward(flat, md).sampled_token_ids.reshape(-1).tolist())
+    assert [t[1] for t in tokens] == [0] * 5
+    assert any(t[0] != 0 for t in tokens)
+
+
 def test_generators_replay_and_advance():
     flat = torch.zeros(1, 64)
 
