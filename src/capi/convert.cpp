@@ -3,10 +3,12 @@
 
 #include <cstddef>
 #include <limits>
+#include <new>
 #include <utility>
 #include <vector>
 
 #include "lastmile/error.hpp"
+#include "translate_bad_alloc.hpp"
 
 namespace lastmile::capi {
 namespace {
@@ -18,6 +20,18 @@ void check_addressable(const std::string& who, const std::string& name, int64_t 
   if (count > std::numeric_limits<ptrdiff_t>::max() / static_cast<int64_t>(sizeof(T)))
     throw InvalidArgument(who + ": " + name + " is " + std::to_string(count) +
                           ", past what an array can hold");
+}
+
+// Runs a copy of `field`'s `count` entries; a failure names them, for the caller's count is the
+// likelier cause than the machine.
+template <typename F>
+void copying(const std::string& who, const char* field, const char* count, int64_t size, F&& f) {
+  try {
+    f();
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::out_of_memory, who + ": out of memory copying " + field + " (" + count +
+                                              " = " + std::to_string(size) + ")");
+  }
 }
 
 // A C array: NULL is fine only when empty. `count_name`: the count field's name after "num_"
@@ -45,7 +59,10 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
   if (r.num_bad_words > 0 && r.bad_words_offsets == nullptr)
     throw InvalidArgument(who + ": bad_words_offsets is NULL but num_bad_words is " +
                           std::to_string(r.num_bad_words));
-  out.resize(static_cast<size_t>(r.num_bad_words));
+  auto copy = [&](auto&& f) {
+    copying(who, "bad_words_token_ids", "num_bad_words", r.num_bad_words, f);
+  };
+  copy([&] { out.resize(static_cast<size_t>(r.num_bad_words)); });
   if (r.num_bad_words == 0) return;
   if (r.bad_words_offsets[0] != 0)
     throw InvalidArgument(who + ": bad_words_offsets[0] must be 0, got " +
@@ -61,7 +78,10 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
     if (end > begin && r.bad_words_token_ids == nullptr)
       throw InvalidArgument(who + ": bad_words_token_ids is NULL but " + end_name + " is " +
                             std::to_string(end));
-    out[static_cast<size_t>(i)].assign(r.bad_words_token_ids + begin, r.bad_words_token_ids + end);
+    copy([&] {
+      out[static_cast<size_t>(i)].assign(r.bad_words_token_ids + begin,
+                                         r.bad_words_token_ids + end);
+    });
   }
 }
 
@@ -104,19 +124,23 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
       array(who, "logit_bias_token_ids", r.logit_bias_token_ids, r.num_logit_bias, "logit_bias");
   const auto bias_values =
       array(who, "logit_bias_values", r.logit_bias_values, r.num_logit_bias, "logit_bias");
-  p.logit_bias.resize(bias_ids.size());
+  copying(who, "logit_bias", "num_logit_bias", r.num_logit_bias,
+          [&] { p.logit_bias.resize(bias_ids.size()); });
   for (size_t i = 0; i < bias_ids.size(); ++i) p.logit_bias[i] = {bias_ids[i], bias_values[i]};
   if (r.has_allowed_token_ids) {
     const auto ids = array(who, "allowed_token_ids", r.allowed_token_ids, r.num_allowed_token_ids);
-    if (!p.allowed_token_ids) p.allowed_token_ids.emplace();
-    p.allowed_token_ids->assign(ids.begin(), ids.end());
+    copying(who, "allowed_token_ids", "num_allowed_token_ids", r.num_allowed_token_ids, [&] {
+      if (!p.allowed_token_ids) p.allowed_token_ids.emplace();
+      p.allowed_token_ids->assign(ids.begin(), ids.end());
+    });
   } else {
     p.allowed_token_ids.reset();
   }
   fill_bad_words(who, r, p.bad_words_token_ids);
   p.min_tokens = r.min_tokens;
   const auto stops = array(who, "stop_token_ids", r.stop_token_ids, r.num_stop_token_ids);
-  p.stop_token_ids.assign(stops.begin(), stops.end());
+  copying(who, "stop_token_ids", "num_stop_token_ids", r.num_stop_token_ids,
+          [&] { p.stop_token_ids.assign(stops.begin(), stops.end()); });
   p.seed = r.has_seed ? std::optional<uint64_t>(r.seed) : std::nullopt;
   p.logprobs = r.has_logprobs ? std::optional<int32_t>(r.logprobs) : std::nullopt;
   if (r.has_logprob_token_ids) {
@@ -125,8 +149,10 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
                             std::to_string(RequestParams::kMaxLogprobTokenIds) + " ids, got " +
                             std::to_string(r.num_logprob_token_ids));
     const auto ids = array(who, "logprob_token_ids", r.logprob_token_ids, r.num_logprob_token_ids);
-    if (!p.logprob_token_ids) p.logprob_token_ids.emplace();
-    p.logprob_token_ids->assign(ids.begin(), ids.end());
+    copying(who, "logprob_token_ids", "num_logprob_token_ids", r.num_logprob_token_ids, [&] {
+      if (!p.logprob_token_ids) p.logprob_token_ids.emplace();
+      p.logprob_token_ids->assign(ids.begin(), ids.end());
+    });
   } else {
     p.logprob_token_ids.reset();
   }
@@ -136,7 +162,9 @@ void fill_request(const std::string& who, const lastmile_request& r, BatchReques
   out.step = r.has_step ? std::optional<uint64_t>(r.step) : std::nullopt;
 }
 
-void fill_batch(const lastmile_batch* batch, int64_t max_batch, Batch& out) {
+namespace {
+
+void fill_batch_unnamed(const lastmile_batch* batch, int64_t max_batch, Batch& out) {
   require(batch, "batch");
   if (batch->num_requests > max_batch)  // before the requests are sized for
     throw InvalidArgument(
@@ -156,6 +184,13 @@ void fill_batch(const lastmile_batch* batch, int64_t max_batch, Batch& out) {
   out.logprobs_mode = batch->has_logprobs_mode
                           ? std::optional(static_cast<LogprobsMode>(batch->logprobs_mode))
                           : std::nullopt;
+}
+
+}  // namespace
+
+void fill_batch(const lastmile_batch* batch, int64_t max_batch, Batch& out) {
+  // The batch's own sizing and the requests' names; the requests' copies name themselves.
+  detail::translating_bad_alloc("batch", [&] { fill_batch_unnamed(batch, max_batch, out); });
 }
 
 LogitsView to_logits_view(const lastmile_logits* logits) {

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "lastmile/lastmile.h"
 #include "unit/test_util.hpp"
 
 namespace {
@@ -320,6 +321,69 @@ TEST(Allocation, RequestBatchAddAndStepFailingAtAnyAllocationChangeNothing) {
     EXPECT_EQ(batch.output_token_ids("b").size(), size_t{1}) << "allocation " << k;
   }
   EXPECT_GE(failed_steps, 3);
+}
+
+// A C call that runs out of memory says where: the copy of a request's arrays names the request
+// and the field (an absurd count is the likelier cause than the machine), the batch's own sizing
+// names the batch, and the sampler's workspace names the call. No failure is a bare "out of
+// memory", and after each the handle samples again.
+TEST(Allocation, CApiOutOfMemoryNamesTheRequestAndField) {
+  constexpr int64_t kVocab = 64;
+  std::vector<float> logits(kVocab);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 37) % 64) / 8.0f;
+  lastmile_sampler_config config;
+  lastmile_sampler_config_init(&config);
+  config.vocab_size = kVocab;
+  config.threads = 1;
+  const int32_t ids[] = {3, 9, 5, 6, 7};
+  const float values[] = {1.0f, -2.0f};
+  const int64_t offsets[] = {0, 2, 3};
+  lastmile_request request;
+  lastmile_request_init(&request);
+  request.logit_bias_token_ids = ids;
+  request.logit_bias_values = values;
+  request.num_logit_bias = 2;
+  request.has_allowed_token_ids = 1;
+  request.allowed_token_ids = ids;
+  request.num_allowed_token_ids = 5;
+  request.bad_words_token_ids = ids + 2;
+  request.bad_words_offsets = offsets;
+  request.num_bad_words = 2;
+  request.stop_token_ids = ids;
+  request.num_stop_token_ids = 1;
+  request.min_tokens = 1;
+  lastmile_batch batch;
+  lastmile_batch_init(&batch);
+  batch.requests = &request;
+  batch.num_requests = 1;
+  const lastmile_logits view = {logits.data(), LASTMILE_DTYPE_F32, 1, kVocab, kVocab};
+  std::set<std::string> messages;
+  for (int64_t k = 1;; ++k) {
+    lastmile_sampler* sampler = nullptr;
+    ASSERT_EQ(lastmile_sampler_create(&config, &sampler, nullptr, 0), LASTMILE_STATUS_OK);
+    lastmile_output out;
+    g_fail_countdown = k;
+    const lastmile_status status = lastmile_sampler_sample(sampler, &view, &batch, &out);
+    g_fail_countdown = 0;
+    if (status == LASTMILE_STATUS_OK) {
+      lastmile_sampler_destroy(sampler);
+      break;
+    }
+    const std::string message = lastmile_sampler_last_error(sampler);
+    EXPECT_EQ(status, LASTMILE_STATUS_OUT_OF_MEMORY) << message;
+    EXPECT_NE(message, "out of memory") << "allocation " << k;
+    messages.insert(message);
+    EXPECT_EQ(lastmile_sampler_sample(sampler, &view, &batch, &out), LASTMILE_STATUS_OK)
+        << "allocation " << k;
+    lastmile_sampler_destroy(sampler);
+  }
+  for (const char* expected :
+       {"batch: out of memory", "request 0: out of memory copying logit_bias (num_logit_bias = 2)",
+        "request 0: out of memory copying allowed_token_ids (num_allowed_token_ids = 5)",
+        "request 0: out of memory copying bad_words_token_ids (num_bad_words = 2)",
+        "request 0: out of memory copying stop_token_ids (num_stop_token_ids = 1)",
+        "sample: out of memory"})
+    EXPECT_TRUE(messages.count(expected)) << expected;
 }
 
 }  // namespace
