@@ -36,6 +36,15 @@ TEST(MinP, AppendixA3TokenExactlyAtTheThresholdSurvives) {
   EXPECT_EQ(processed_logits(x, min_p_row(0.31f)), (std::vector<float>{x[0], x[1], -kInf, -kInf}));
 }
 
+TEST(MinP, AppendixA3AtTheLiteralThreeTenthsFollowsTheRoundedRatio) {
+  // The real-number tie is not a float32 one: the ratio rounds to nearest just below 0.3f, so at
+  // min_p = 0.3f the token is masked (README, "Deliberate differences": torch's CPU softmax, whose
+  // exp is not correctly rounded, lands just above and keeps it).
+  const std::vector<float> x = a3_logits();
+  ASSERT_LT(std::exp(x[2]), 0.3f);
+  EXPECT_EQ(processed_logits(x, min_p_row(0.3f)), (std::vector<float>{x[0], x[1], -kInf, -kInf}));
+}
+
 TEST(MinP, OneKeepsEveryTokenTiedAtTheMaximum) {
   const std::vector<float> x = {0.0f, -1.0f, 0.0f, -0.001f};
   EXPECT_EQ(processed_logits(x, min_p_row(1.0f)), (std::vector<float>{0.0f, -kInf, 0.0f, -kInf}));
