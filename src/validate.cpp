@@ -14,8 +14,6 @@
 namespace lastmile::detail {
 namespace {
 
-constexpr int kMaxThreads = 1024;
-
 const char* dtype_name(DType dtype) {
   return dtype == DType::f32 ? "f32" : dtype == DType::f16 ? "f16" : "bf16";
 }
@@ -53,8 +51,8 @@ void validate_config(const SamplerConfig& config) {
     fail("config", "vocab_size must fit int32 token ids, got " + std::to_string(config.vocab_size));
   if (config.max_batch < 1)
     fail("config", "max_batch must be >= 1, got " + std::to_string(config.max_batch));
-  if (config.threads < 0 || config.threads > kMaxThreads)
-    fail("config", "threads must be in [0, " + std::to_string(kMaxThreads) +
+  if (config.threads < 0 || config.threads > SamplerConfig::kMaxThreads)
+    fail("config", "threads must be in [0, " + std::to_string(SamplerConfig::kMaxThreads) +
                        "] (0: hardware concurrency), got " + std::to_string(config.threads));
   if (!valid_mode(config.logprobs_mode))
     fail("config", "logprobs_mode must be a LogprobsMode, got enum value " +

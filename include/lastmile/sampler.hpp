@@ -25,10 +25,12 @@ struct SamplerConfig {
   int64_t vocab_size = 0;  // logits width; every token id must be in [0, vocab_size)
   int64_t max_batch = 1;   // rows per call, at most
   LogprobsMode logprobs_mode = LogprobsMode::raw_logprobs;
-  int threads = 0;    // 0: hardware concurrency; results never depend on it
-  uint64_t seed = 0;  // seeds of requests without their own
-  BackendKind backend = BackendKind::automatic;                           // automatic: cpu
+  int threads = 0;  // 0: hardware concurrency, else at most kMaxThreads; results never depend on it
+  uint64_t seed = 0;                             // seeds of requests without their own
+  BackendKind backend = BackendKind::automatic;  // automatic: cpu
   std::vector<std::shared_ptr<const LogitsProcessor>> logits_processors;  // run in list order
+
+  static constexpr int kMaxThreads = 1024;
 };
 
 // Samples one token per logits row and gathers the logprobs the batch asks for.

@@ -155,7 +155,10 @@ def _check_id(call: str, request_id: Any) -> str:
 
 def _config(vocab_size, max_batch, logprobs_mode, threads, seed, backend):
     _check_mode("logprobs_mode", logprobs_mode)
-    threads = 0 if threads is None else _integer("threads", threads, 32)
+    threads = 0 if threads is None else _integer("threads", threads, None)
+    if not 0 <= threads <= _lastmile.MAX_THREADS:  # the C++ rule, also for ints past int32
+        raise InvalidArgument(f"config: threads must be in [0, {_lastmile.MAX_THREADS}] "
+                              f"(0: hardware concurrency), got {_shown(threads)}")
     if seed is None:
         seed = int.from_bytes(os.urandom(8), "little")
     seed = _integer("seed", seed, None)
@@ -210,7 +213,7 @@ class Sampler:
     logprobs_mode : str, default "raw_logprobs"
         ``raw_logprobs``, ``raw_logits``, ``processed_logprobs`` or ``processed_logits``.
     threads : int or None
-        Worker threads; None uses every core. Results never depend on it.
+        Worker threads, at most 1024; None or 0 uses every core. Results never depend on it.
     seed : int or None
         Seeds requests without their own; None draws one from the OS.
     backend : str, default "automatic"

@@ -165,6 +165,7 @@ NB_MODULE(_lastmile, m) {
   using namespace lastmile;
   using namespace lastmile::python;
   m.attr("__version__") = kVersion;
+  m.attr("MAX_THREADS") = SamplerConfig::kMaxThreads;
 
   // ErrorCode -> Python exception, 1:1 (STYLE §7); the package re-exports the classes. The
   // types live as long as the interpreter: plain references, never released at exit.

@@ -2,6 +2,7 @@
 hand-computed values, error mapping, and two threads sampling at once."""
 
 import math
+import re
 import threading
 
 import numpy as np
@@ -255,8 +256,12 @@ def test_bad_config():
         lastmile.Sampler(4, 1, seed=2**64)
     with pytest.raises(lastmile.InvalidArgument, match="max_batch must fit int64, got 18446744073709551616"):
         lastmile.Sampler(4, 2**64)
-    with pytest.raises(lastmile.InvalidArgument, match="threads must fit int32, got 1099511627776"):
-        lastmile.Sampler(4, 1, threads=2**40)
+    # One rule for every int, whether or not it fits the C++ field.
+    for threads in (1025, -1, 2**40):
+        with pytest.raises(lastmile.InvalidArgument, match=re.escape(
+                "config: threads must be in [0, 1024] (0: hardware concurrency), "
+                f"got {threads}")):
+            lastmile.Sampler(4, 1, threads=threads)
     # Negative seeds are their two's complement, as in the case reader.
     a = lastmile.Sampler(VOCAB, 2, seed=-5, threads=1).sample(LOGITS, [{}, {}])
     b = lastmile.Sampler(VOCAB, 2, seed=2**64 - 5, threads=1).sample(LOGITS, [{}, {}])
@@ -268,7 +273,7 @@ def test_integers_too_long_to_print_are_named_by_width():
     huge = 10**5000
     bits = huge.bit_length()
     with pytest.raises(lastmile.InvalidArgument,
-                       match=f"threads must fit int32, got an integer of {bits} bits"):
+                       match=f"threads must be in .*, got an integer of {bits} bits"):
         lastmile.Sampler(4, 1, threads=huge)
     with pytest.raises(lastmile.InvalidArgument,
                        match=f"seed must fit 64 bits, got a negative integer of {bits} bits"):
