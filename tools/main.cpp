@@ -1,6 +1,8 @@
 // lastmile CLI — `lastmile` (the demo), `lastmile run CASE --out OUT` (the golden runner).
 // Every failure is one line on stderr and exit status 2; nothing is allowed to crash.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -26,10 +28,28 @@ int main(int argc, char** argv) {
       {"cpu", lastmile::BackendKind::cpu},
       {"reference", lastmile::BackendKind::reference}};
   app.require_subcommand(0, 1);
+  // CLI11 reads integers as C's strtoll with base 0 does: "010" as 8, "0x10" as 16. Integer
+  // options here are decimal: leading zeros are dropped ("010" is 10), anything else is refused.
+  const CLI::Validator decimal(
+      [](std::string& text) -> std::string {
+        const size_t sign = !text.empty() && text[0] == '-' ? 1 : 0;
+        const bool digits =
+            text.size() > sign &&
+            std::all_of(text.begin() + static_cast<std::ptrdiff_t>(sign), text.end(),
+                        [](unsigned char c) { return c >= '0' && c <= '9'; });
+        if (!digits) return "expected a decimal integer, got '" + text + "'";
+        const size_t first = std::min(text.find_first_not_of('0', sign), text.size() - 1);
+        text.erase(sign, first - sign);
+        return {};
+      },
+      "DECIMAL");
 
   lastmile::cli::DemoOptions demo;
-  app.add_option("--steps", demo.steps, "demo: decoding steps")->check(CLI::Range(1, 1000));
+  app.add_option("--steps", demo.steps, "demo: decoding steps")
+      ->transform(decimal)
+      ->check(CLI::Range(1, 1000));
   app.add_option("--threads", demo.threads, "worker threads (0: all cores)")
+      ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   app.add_option("--backend", demo.backend, "auto | cpu | reference")
       ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
@@ -42,10 +62,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--logprobs-mode", run.logprobs_mode,
                       "raw_logprobs | raw_logits | processed_logprobs | processed_logits");
   run_cmd->add_option("--num-logprobs", run.num_logprobs, "-1: full matrix; N: top-N")
+      ->transform(decimal)
       ->allow_extra_args(false);
   run_cmd->add_option("--repeat", run.repeat, "steps on the same logits; writes histograms")
+      ->transform(decimal)
       ->check(CLI::Range(1, 10000000));
   run_cmd->add_option("--threads", run.threads, "worker threads (0: all cores)")
+      ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   run_cmd->add_option("--backend", run.backend, "auto | cpu | reference")
       ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
@@ -55,6 +78,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("bench", "time scenarios against the roofline and a full-sort baseline");
   bench_cmd->add_option("--scenario", bench.scenario, "a scenario name or prefix (default: all)");
   bench_cmd->add_option("--threads", bench.threads, "worker threads (0: all cores)")
+      ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   bench_cmd->add_option("--json", bench.json_path, "also write the results as JSON to this file");
   bench_cmd->add_option("--backend", bench.backend, "auto | cpu | reference")
