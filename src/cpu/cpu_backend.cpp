@@ -44,6 +44,15 @@ std::optional<float> kth_largest_of_row(const float* x, int64_t n, int64_t k, So
       });
 }
 
+// The sum of exp(x - max) as the other passes add it (top-p's, the raw statistics): per block,
+// lane-wise float partial sums, blocks in double. Float partial sums a row long drifted: the one
+// holding a peak's 1 took each of a flat tail's terms with a rounding, 5e-5 off in the log-sum
+// of a 32001-entry row.
+double sum_exp(const float* x, size_t n, float max) {
+  double block_sums[kMaxBlocks];
+  return cpu::exp_block_sums(x, n, max, block_size(static_cast<int64_t>(n)), block_sums);
+}
+
 // exp(v - max) as the vector passes weigh an entry (not std::exp).
 float vector_weight(float v, float max) {
   float in[cpu::kCompressSlack] = {v}, weight[cpu::kCompressSlack];
@@ -126,7 +135,7 @@ class CpuBackend final : public Backend {
   void log_softmax(float* x, int64_t n) const override {
     const float max = row_max(x, n);
     if (max == kNegInf) return;
-    const auto log_sum = static_cast<float>(std::log(cpu::sum_exp(x, static_cast<size_t>(n), max)));
+    const auto log_sum = static_cast<float>(std::log(sum_exp(x, static_cast<size_t>(n), max)));
     cpu::subtract_two(x, static_cast<size_t>(n), max, log_sum);
   }
 
@@ -141,7 +150,7 @@ class CpuBackend final : public Backend {
   void apply_min_p(float* x, int64_t n, float min_p) const override {
     const float max = row_max(x, n);
     if (max == kNegInf) return;
-    const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, static_cast<size_t>(n), max));
+    const auto inv_sum = static_cast<float>(1.0 / sum_exp(x, static_cast<size_t>(n), max));
     cpu::mask_below(x, static_cast<size_t>(n), smallest_kept(max, inv_sum, min_p * inv_sum));
   }
 
@@ -413,7 +422,7 @@ class CpuBackend final : public Backend {
   static void mask_underflowed(float* x, size_t n, float max) {
     constexpr float kNoUnderflowSpan = 80.0f;
     if (max - cpu::finite_min(x, n) < kNoUnderflowSpan) return;
-    const auto inv_sum = static_cast<float>(1.0 / cpu::sum_exp(x, n, max));
+    const auto inv_sum = static_cast<float>(1.0 / sum_exp(x, n, max));
     cpu::mask_below(x, n, smallest_kept(max, inv_sum, std::numeric_limits<float>::denorm_min()));
   }
 };

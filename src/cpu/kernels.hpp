@@ -91,7 +91,6 @@ int64_t divide(float* x, size_t n, float t);        // exact IEEE division; firs
 int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
 // x[i] *= x[i] > 0 ? 1 / r : r where bit i of seen is set; first +inf left, or -1. Exact.
 int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r);
-double sum_exp(const float* x, size_t n, float max);              // fixed order
 void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
 void mask_below(float* x, size_t n, float threshold);             // exact
 int64_t count_at_least(const float* x, size_t n, float v);        // exact

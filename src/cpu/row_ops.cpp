@@ -582,19 +582,6 @@ int64_t find_nan_or_inf(const float* HWY_RESTRICT x, size_t n) {
   return first_bad(x, !bad.Any(d) ? n - n % lanes : 0, n);
 }
 
-// Sum of exp(x - max) (ExpFlushToZero), lane-wise float partial sums in a fixed order, added in
-// double at the end.
-double sum_exp(const float* HWY_RESTRICT x, size_t n, float max) {
-  const hn::ScalableTag<float> d;
-  const size_t lanes = hn::Lanes(d);
-  const auto vmax = hn::Set(d, max);
-  PartialSums<decltype(d), 32> sum(d);  // two accumulators on 16 lanes: independent adds
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, x + i), vmax)));
-  if (i < n) sum.Add(ExpFlushToZero(d, hn::Sub(LoadTail(d, x + i, n - i, -kInf), vmax)));
-  return sum.Total(d);
-}
-
 // x := (x - max) - log_sum.
 void subtract_two(float* HWY_RESTRICT x, size_t n, float max, float log_sum) {
   const hn::ScalableTag<float> d;
@@ -1378,7 +1365,6 @@ HWY_EXPORT(argmax_checked);
 HWY_EXPORT(divide);
 HWY_EXPORT(find_nan_or_inf);
 HWY_EXPORT(apply_repetition_dense);
-HWY_EXPORT(sum_exp);
 HWY_EXPORT(subtract_two);
 HWY_EXPORT(mask_below);
 HWY_EXPORT(count_at_least);
@@ -1431,9 +1417,6 @@ int64_t find_nan_or_inf(const float* x, size_t n) {
 }
 int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r) {
   return HWY_DYNAMIC_DISPATCH(apply_repetition_dense)(x, n, seen, r);
-}
-double sum_exp(const float* x, size_t n, float max) {
-  return HWY_DYNAMIC_DISPATCH(sum_exp)(x, n, max);
 }
 void subtract_two(float* x, size_t n, float max, float log_sum) {
   HWY_DYNAMIC_DISPATCH(subtract_two)(x, n, max, log_sum);
