@@ -62,10 +62,10 @@ def _check_request(where: str, request: Any) -> None:
     if bias is not None and not isinstance(bias, dict):
         raise ValueError(f"case.json: {where}.logit_bias: expected an object of token id -> bias, "
                          f"got {type(bias).__name__}")
-    for key in (bias or {}):
-        if not re.fullmatch(r"\s*[+-]?[0-9]+", key):
-            raise ValueError(f"case.json: {where}.logit_bias: keys must be decimal token ids, "
-                             f"got {key!r}")
+    for key in (bias or {}):  # " 3", "+3" and "03" would be other keys for token 3
+        if not re.fullmatch(r"-?(0|[1-9][0-9]*)", key) or key == "-0":
+            raise ValueError(f"case.json: {where}.logit_bias: keys must be decimal token ids as "
+                             f"str(int) writes them, got {key!r}")
 
 
 def _read_case(case: Path):

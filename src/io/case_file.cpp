@@ -2,7 +2,9 @@
 // writing with non-finite floats as the strings "-inf", "inf", "nan".
 #include "io/case_file.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -115,15 +117,17 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
       r.expect(v, v.is_object() || v.is_null(), at, "an object of token id -> bias");
       if (v.is_null()) continue;
       for (const auto& [id, bias] : v.items()) {
-        size_t used = 0;
-        long long token = 0;
-        try {
-          token = std::stoll(id, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used != id.size() || id.empty() || token < INT32_MIN || token > INT32_MAX)
-          r.fail(at, "keys must be decimal token ids, got \"" + clip(id) + "\"");
+        // As str(int) writes them: stoll alone took " 3", "+3" and "03", which are other JSON
+        // keys for token 3, and each bias was added.
+        const size_t sign = !id.empty() && id[0] == '-' ? 1 : 0;
+        const bool canonical = id.size() > sign && id.size() - sign <= 10 &&
+                               (id[sign] != '0' || id.size() == 1) &&
+                               std::all_of(id.begin() + static_cast<std::ptrdiff_t>(sign), id.end(),
+                                           [](unsigned char c) { return c >= '0' && c <= '9'; });
+        const long long token = canonical ? std::stoll(id) : 0;
+        if (!canonical || token < INT32_MIN || token > INT32_MAX)
+          r.fail(at, "keys must be decimal token ids as str(int) writes them, got \"" + clip(id) +
+                         "\"");
         p.logit_bias.emplace_back(static_cast<TokenId>(token),
                                   static_cast<float>(r.number(bias, at + "." + clip(id))));
       }

@@ -61,7 +61,10 @@ def cases(tmp):
     yield "missing requests", [make_case(f"{tmp}/noreq", case={"logits_dtype": "float32"})], "requests: missing"
     yield "wrong field type", [make_case(f"{tmp}/type", case=req(top_p="x"))], 'requests[0].top_p: expected a number, got "x"'
     yield "unknown field", [make_case(f"{tmp}/unknown", case=req(topp=0.5))], "requests[0].topp: unknown request field"
-    yield "bad logit_bias key", [make_case(f"{tmp}/bias_key", case=req(logit_bias={"a": 1.0}))], 'keys must be decimal token ids, got "a"'
+    yield "bad logit_bias key", [make_case(f"{tmp}/bias_key", case=req(logit_bias={"a": 1.0}))], 'keys must be decimal token ids as str(int) writes them, got "a"'
+    # Other spellings of token 3 would be other keys, their biases added up.
+    for name, key in (("space", " 3"), ("plus", "+3"), ("zero", "03"), ("minus_zero", "-0")):
+        yield f"logit_bias key {key!r}", [make_case(f"{tmp}/bias_{name}", case=req(logit_bias={key: 1.0}))], f'keys must be decimal token ids as str(int) writes them, got "{key}"'
     yield "token id out of range", [make_case(f"{tmp}/oob", case=req(allowed_token_ids=[3, 16]))], "request 0: allowed_token_ids[1] must be in [0, 16), got 16"
     yield "negative token id", [make_case(f"{tmp}/neg", case=req(output_token_ids=[-1]))], "request 0: output_token_ids[0] must be in [0, 16), got -1"
     yield "logit_bias out of range", [make_case(f"{tmp}/bias_oob", case=req(logit_bias={"99": 1.0}))], "request 0: logit_bias token_id must be in [0, 16), got 99"

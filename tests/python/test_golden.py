@@ -50,7 +50,12 @@ def test_runner_reports_a_bad_case_in_one_line(tmp_path):
      "case.json: requests[0]: expected an object, got list"),
     ("bias_key_underscore", {"requests": [{"logit_bias": {"1_0": 1.0}}]},
      np.zeros((1, 4), np.float32),
-     "case.json: requests[0].logit_bias: keys must be decimal token ids, got '1_0'"),
+     "case.json: requests[0].logit_bias: keys must be decimal token ids as str(int) writes them, "
+     "got '1_0'"),
+    ("bias_key_leading_zero", {"requests": [{"logit_bias": {"01": 1.0}}]},
+     np.zeros((1, 4), np.float32),
+     "case.json: requests[0].logit_bias: keys must be decimal token ids as str(int) writes them, "
+     "got '01'"),
     ("bias_not_an_object", {"requests": [{"logit_bias": [1, 2]}]}, np.zeros((1, 4), np.float32),
      "case.json: requests[0].logit_bias: expected an object of token id -> bias, got list"),
 ])

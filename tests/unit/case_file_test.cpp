@@ -81,7 +81,8 @@ TEST(CaseFile, ErrorsNameTheFieldAndStayShort) {
   EXPECT_EQ(message_of(R"({"requests": [{"stop_token_ids": [[1]]}]})"),
             "case.json: requests[0].stop_token_ids[0]: expected an integer, got an array");
   EXPECT_EQ(message_of(R"({"requests": [{"logit_bias": {"1x": 1}}]})"),
-            "case.json: requests[0].logit_bias: keys must be decimal token ids, got \"1x\"");
+            "case.json: requests[0].logit_bias: keys must be decimal token ids as str(int) writes "
+            "them, got \"1x\"");
   EXPECT_EQ(message_of(R"({"requests": {}})"),
             "case.json: requests: expected an array of requests, got an object");
   const std::string long_string(1000, 'a');
