@@ -444,7 +444,10 @@ int run_bench(const BenchOptions& options) {
   // leaves no empty file behind).
   if (!options.json_path.empty()) {
     std::error_code error;
-    const bool existed = std::filesystem::exists(options.json_path, error);
+    // A link counts as there even when dangling: removing it would lose the link and leave the
+    // file the probe made through it.
+    const bool existed =
+        std::filesystem::exists(std::filesystem::symlink_status(options.json_path, error));
     if (!std::ofstream(options.json_path, std::ios::app))
       throw InvalidArgument("--json " + options.json_path + ": cannot open for writing");
     if (!existed) std::filesystem::remove(options.json_path, error);

@@ -80,7 +80,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--threads", bench.threads, "worker threads (0: all cores)")
       ->transform(decimal)
       ->check(CLI::Range(0, 1024));
-  bench_cmd->add_option("--json", bench.json_path, "also write the results as JSON to this file");
+  bench_cmd->add_option("--json", bench.json_path, "also write the results as JSON to this file")
+      ->check(CLI::Validator(  // else an empty path would mean no --json at all
+          [](std::string& path) {
+            return path.empty() ? std::string("expected a path, got ''") : "";
+          },
+          "PATH"));
   bench_cmd->add_option("--backend", bench.backend, "auto | cpu | reference")
       ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
 
@@ -107,7 +112,8 @@ int main(int argc, char** argv) {
     const int status = *run_cmd     ? lastmile::cli::run_case(run)
                        : *bench_cmd ? lastmile::cli::run_bench(bench)
                                     : lastmile::cli::run_demo(demo);
-    // The demo's and bench's output is stdout: a full disk or closed pipe shows at the flush.
+    // The demo's and bench's output is stdout: a full disk shows at the flush. A closed pipe ends
+    // the process by SIGPIPE before, as it ends any Unix filter.
     if (status == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) {
       std::fprintf(stderr, "lastmile: error: stdout: write failed\n");
       return 2;

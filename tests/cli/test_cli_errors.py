@@ -129,6 +129,7 @@ def commands(tmp):
     # CLI11 alone reads 0x10 as 16 and 010 as 8; options are decimal (test_cli_decimal_options).
     yield "hex --num-logprobs", ["run", case, "--out", out, "--num-logprobs", "0x10"], "--num-logprobs: expected a decimal integer, got '0x10'$"
     yield "exponent --threads", ["bench", "--threads", "1e3", "--scenario", "nope"], "--threads: expected a decimal integer, got '1e3'$"
+    yield "empty --json", ["bench", "--scenario", "greedy", "--json", ""], "--json: expected a path, got ''$"
     yield "--steps before run", ["--steps", "3", "run", case, "--out", out], "--steps before 'run' is the demo's option; the subcommand takes none"
     if os.path.exists("/dev/full"):  # a full disk shows when the file is flushed, not at <<
         full = f"{tmp}/full_out"
