@@ -3,6 +3,7 @@
 from typing import Any, Optional, Sequence
 
 __version__: str
+MAX_THREADS: int  # SamplerConfig::kMaxThreads
 
 class Error(RuntimeError): ...
 class InvalidArgument(Error, ValueError): ...

@@ -14,6 +14,8 @@ def test_stub_names_match_the_module():
     stub = importlib.resources.files("lastmile").joinpath("_lastmile.pyi").read_text()
     stubbed = {line.split()[1].split("(")[0].rstrip(":") for line in stub.splitlines()
                if line.startswith(("class ", "def "))}
+    stubbed |= {line.split(":")[0] for line in stub.splitlines()  # module attributes
+                if line[:1].isalpha() and line.split(":")[0].isidentifier()}
     bound = {n for n in dir(_lastmile) if not n.startswith("_")}
     assert stubbed == bound
 
