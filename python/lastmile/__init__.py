@@ -176,9 +176,13 @@ def _requests(requests: Any) -> list:
             f"requests must be a list of SamplingParams or dicts, got {type(requests).__name__}")
     for i, r in enumerate(requests):
         _check_request(f"request {i}", r)
+    return [_as_read(r) for r in requests]
+
+
+def _as_read(request: Any) -> Any:
     # The extension reads dicts as dicts and anything else by attribute: other mappings become dicts.
-    return [dict(r) if isinstance(r, abc.Mapping) and not isinstance(r, dict) else r
-            for r in requests]
+    return dict(request) if isinstance(request, abc.Mapping) and not isinstance(request, dict) \
+        else request
 
 
 def _check_request(who: str, request: Any) -> None:
@@ -367,7 +371,7 @@ class RequestBatch:
         _check_id("add", request_id)
         _check_request(f"request '{request_id}'", params)
         max_output_tokens = _integer(f"request '{request_id}': max_output_tokens", max_output_tokens)
-        self._impl.add(request_id, params, prompt_token_ids, max_output_tokens)
+        self._impl.add(request_id, _as_read(params), prompt_token_ids, max_output_tokens)
 
     def remove(self, request_id: str) -> None:
         """Removes a request; later rows move up by one."""

@@ -1,6 +1,7 @@
 """lastmile.RequestBatch from Python: state kept across steps, equal to the stateless sampler."""
 
 import threading
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -33,6 +34,18 @@ def test_equals_the_stateless_sampler_on_the_same_history():
             dict(params, seed=4, prompt_token_ids=[4], output_token_ids=history["y"])])
         got = batch.step(logits)
         np.testing.assert_array_equal(got.sampled_token_ids, expected.sampled_token_ids)
+
+
+def test_any_mapping_is_read_as_a_dict():
+    # The extension reads a non-dict by attribute: a mapping's fields would all be neutral.
+    params = MappingProxyType({"temperature": 0.0, "allowed_token_ids": [0]})
+    batch = lastmile.RequestBatch(3, 1, threads=1, seed=0)
+    batch.add("a", params)
+    assert int(batch.step(LOGITS).sampled_token_ids[0]) == 0  # 1 without the whitelist
+    with pytest.raises(lastmile.InvalidArgument, match="temprature"):
+        batch.add("b", MappingProxyType({"temprature": 0.0}))
+    sampler = lastmile.Sampler(3, 1, threads=1, seed=0)
+    assert int(sampler.sample(LOGITS, [params]).sampled_token_ids[0]) == 0
 
 
 def test_add_remove_reorder_and_errors():
