@@ -150,6 +150,11 @@ def _check_id(call: str, request_id: Any) -> str:
     # Else nanobind's "incompatible function arguments" would list signatures, naming nothing.
     if not isinstance(request_id, str):
         raise TypeError(f"{call}: request_id must be a str, got {type(request_id).__name__}")
+    try:
+        request_id.encode("utf-8")  # else nanobind refuses it with its signature list
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{call}: request_id must be valid UTF-8, got {request_id!r}") \
+            from None
     return request_id
 
 
@@ -195,6 +200,14 @@ def _check_request(who: str, request: Any) -> None:
 
 _ARRAY_HINT = ("a 2-D CPU array [num_rows, vocab_size] of float32, float16 or bfloat16 "
                "(numpy, torch, or anything with __dlpack__ / the buffer protocol)")
+
+
+def _check_lazy_negation(logits: Any) -> None:
+    # DLPack carries no negative bit: such a tensor's memory holds -x, and would be read as x.
+    is_neg = getattr(logits, "is_neg", None)
+    if callable(is_neg) and is_neg():
+        raise ValueError("logits: a torch tensor with its negative bit set (a lazy negation); "
+                         "call .resolve_neg() first")
 
 
 def _logits_type_error(logits: Any, error: TypeError) -> TypeError:
@@ -318,6 +331,7 @@ class Sampler:
                 f"predict_bonus_token must be a bool, got {type(predict_bonus_token).__name__}")
         predict_bonus_token = bool(predict_bonus_token)
         requests = _requests(requests)
+        _check_lazy_negation(logits)
         try:
             raw = self._impl.sample(
                 logits, requests, predict_bonus_token, logprobs_mode, num_logprobs, dtype
@@ -386,6 +400,7 @@ class RequestBatch:
     def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:
         """Samples row i for ``request_ids()[i]`` and appends each token to its request."""
         _check_dtype(dtype)
+        _check_lazy_negation(logits)
         try:
             return _output(self._impl.step(logits, dtype))
         except TypeError as e:

@@ -39,6 +39,14 @@ constexpr std::string_view kFields[] = {"temperature",
                                         "spec_token_ids",
                                         "step"};
 
+// A str as Python's ascii() shows it, quoted: a lone surrogate has no UTF-8, and nb::cast to
+// std::string would throw std::bad_cast (a RuntimeError naming nothing).
+std::string ascii(nb::handle s) {
+  const nb::object shown = nb::steal(PyObject_ASCII(s.ptr()));
+  if (!shown.is_valid()) throw nb::python_error();
+  return nb::cast<std::string>(shown);
+}
+
 [[noreturn]] void type_error(const std::string& who, const char* field, const char* expected,
                              nb::handle got) {
   const std::string type = nb::cast<std::string>(nb::str(nb::handle(got.type()).attr("__name__")));
@@ -53,9 +61,11 @@ class Fields {
     if (!is_dict_) return;
     for (auto [key, value] : nb::borrow<nb::dict>(request)) {
       if (!nb::isinstance<nb::str>(key)) type_error(who, "a field name", "a str", key);
-      const auto name = nb::cast<std::string>(key);
-      if (std::find(std::begin(kFields), std::end(kFields), name) == std::end(kFields))
-        throw InvalidArgument(who + ": unknown field '" + name + "'");
+      const std::string name = ascii(key);  // quoted; a field's name is plain ASCII
+      if (std::find_if(std::begin(kFields), std::end(kFields), [&](std::string_view field) {
+            return name.size() == field.size() + 2 && name.compare(1, field.size(), field) == 0;
+          }) == std::end(kFields))
+        throw InvalidArgument(who + ": unknown field " + name);
     }
   }
   nb::object get(const char* name) const {
@@ -276,8 +286,8 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
         } catch (const nb::python_error&) {
           throw InvalidArgument(who +
                                 ": logit_bias keys must be token ids (ints or decimal "
-                                "strings), got '" +
-                                nb::cast<std::string>(key) + "'");
+                                "strings), got " +
+                                ascii(key));
         }
       }
       const int64_t token = as_integer(id, who, "logit_bias key");

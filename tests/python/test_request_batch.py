@@ -48,6 +48,13 @@ def test_any_mapping_is_read_as_a_dict():
     assert int(sampler.sample(LOGITS, [params]).sampled_token_ids[0]) == 0
 
 
+def test_a_request_id_without_utf8_is_named():
+    batch = lastmile.RequestBatch(3, 1, threads=1, seed=0)
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=r"add: request_id must be valid UTF-8, got '\\ud800'"):
+        batch.add("\ud800", {})
+
+
 def test_add_remove_reorder_and_errors():
     batch = lastmile.RequestBatch(3, 2, threads=1, seed=0)
     batch.add("a", {"temperature": 0.0})

@@ -206,6 +206,14 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
      "request 0: temperature must be a finite number, got an int too large for a double"),
     (lambda s: s.sample(LOGITS, [{}, {"logit_bias": {1: -10**400}}]), lastmile.InvalidArgument,
      "request 1: logit_bias value must be a finite number, got an int too large for a double"),
+    # DLPack has no negative bit: the memory of a lazily negated tensor holds -x.
+    (lambda s: s.sample(torch.tensor(LOGITS)._neg_view(), GREEDY), ValueError,
+     "logits: a torch tensor with its negative bit set (a lazy negation); call .resolve_neg() first"),
+    # A lone surrogate has no UTF-8: named, not a RuntimeError('std::bad_cast').
+    (lambda s: s.sample(LOGITS, [{"\ud800": 1.0}, {}]), lastmile.InvalidArgument,
+     "request 0: unknown field '\\ud800'"),
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {"\ud800": 1.0}}, {}]), lastmile.InvalidArgument,
+     "request 0: logit_bias keys must be token ids (ints or decimal strings), got '\\ud800'"),
 ])
 def test_misused_arguments_name_their_field(call, error, message):
     with pytest.raises(error) as e:
