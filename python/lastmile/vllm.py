@@ -199,6 +199,18 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
     return requests
 
 
+def _core_seed(seed: Optional[int], made: int) -> Optional[int]:
+    """The seed of the adapter's core number `made`: its own for the first, then splitmix64 of
+    (seed, made). A core counts its calls from 0, so a core rebuilt for a larger batch with the
+    same seed would replay the first calls' draws for unseeded rows."""
+    if seed is None or made == 0:
+        return seed
+    z = (seed + made * 0x9E3779B97F4A7C15) % 2**64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % 2**64
+    return z ^ (z >> 31)
+
+
 class Sampler:
     """vLLM V1's ``Sampler`` with the same ``forward``; logits stay on the CPU.
 
@@ -207,7 +219,9 @@ class Sampler:
     logprobs_mode : str, default "raw_logprobs"
         As vLLM's ``logprobs_mode``.
     threads, seed : int or None
-        As :class:`lastmile.Sampler`.
+        As :class:`lastmile.Sampler`. The core sampler is rebuilt when a batch outgrows it or
+        the vocabulary changes; each rebuilt one takes a seed derived from ``seed`` and its
+        number, so unseeded rows never replay earlier draws.
     """
 
     def __init__(
@@ -220,6 +234,7 @@ class Sampler:
         self._threads = threads
         self._seed = seed
         self._core: Optional[_CoreSampler] = None
+        self._cores_made = 0
 
     def _sampler(self, num_rows: int, vocab_size: int) -> _CoreSampler:
         core = self._core
@@ -229,9 +244,10 @@ class Sampler:
                 max(num_rows, 1 if core is None else core.max_batch),
                 self.logprobs_mode,
                 self._threads,
-                self._seed,
+                _core_seed(self._seed, self._cores_made),
             )
             self._core = core
+            self._cores_made += 1
         return core
 
     def forward(

@@ -188,6 +188,15 @@ def test_greedy_threshold_is_compared_in_float32():
     assert any(t[0] != 0 for t in tokens)
 
 
+def test_a_growing_batch_does_not_replay_unseeded_draws():
+    # The adapter sizes its core to the largest batch so far; a rebuilt core counts its calls
+    # from 0 again, and with the same seed it drew the same uniforms as the first calls did.
+    sampler = Sampler(seed=5)
+    first_row = [int(sampler.forward(torch.zeros(rows, 1000), random_metadata(rows))
+                     .sampled_token_ids[0]) for rows in range(1, 9)]
+    assert len(set(first_row)) > 4, first_row
+
+
 def test_generators_replay_and_advance():
     flat = torch.zeros(1, 64)
 
