@@ -16,6 +16,7 @@ Examples
 
 from __future__ import annotations
 
+import atexit
 import collections.abc as abc
 import numbers
 import os
@@ -27,6 +28,10 @@ import numpy as np
 from . import _lastmile
 from ._lastmile import Error, InvalidArgument, InvalidLogits, Unsupported
 from ._params import SamplingParams
+
+# Before the interpreter finalizes, calls in flight on daemon threads take the GIL back (else
+# the process aborts) and later ones park: python/src/exit_gate.hpp.
+atexit.register(_lastmile._close_for_exit)
 
 __version__ = _lastmile.__version__
 __all__ = [

@@ -1,7 +1,7 @@
 // lastmile Python — the nanobind module lastmile._lastmile. The package (python/lastmile) wraps it
 // in documented classes; this file only binds: conversion lives in logits.cpp, requests.cpp and
-// results.cpp. Every call converts its inputs with the GIL held, releases the GIL while sampling,
-// and copies the results out with the GIL held again.
+// results.cpp. Every call converts its inputs with the GIL held, releases the GIL while sampling
+// (through GilReleased: exit_gate.hpp), and copies the results out with the GIL held again.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exit_gate.hpp"
 #include "lastmile/error.hpp"
 #include "lastmile/lastmile.hpp"
 #include "lastmile/version.hpp"
@@ -76,7 +77,7 @@ class PySampler {
     std::unique_lock lock(mutex_, std::defer_lock);
     const SamplerOutput* out = nullptr;
     {
-      nb::gil_scoped_release release;
+      GilReleased release;
       lock.lock();
       out = &sampler_.sample(view, batch);
     }
@@ -94,7 +95,7 @@ class PySampler {
 
 // The same rule as PySampler: the mutex is only ever taken with the GIL released (taking it
 // while holding the GIL could deadlock against a step() that holds it and waits for the GIL).
-// Methods with only C++ arguments are bound with a gil_scoped_release call guard.
+// Methods with only C++ arguments are bound with a GilReleased call guard.
 class PyRequestBatch {
  public:
   PyRequestBatch(int64_t vocab_size, int64_t max_batch, const std::string& logprobs_mode,
@@ -112,7 +113,7 @@ class PyRequestBatch {
                             ": output_token_ids, spec_token_ids and step are kept by the batch");
     const std::vector<TokenId> ids =
         prompt.is_none() ? params_prompt : read_token_ids(prompt, who, "prompt_token_ids");
-    nb::gil_scoped_release release;
+    GilReleased release;
     std::lock_guard lock(mutex_);
     batch_.add(id, request.params, ids, max_output_tokens);
   }
@@ -129,7 +130,7 @@ class PyRequestBatch {
     std::unique_lock lock(mutex_, std::defer_lock);
     const SamplerOutput* out = nullptr;
     {
-      nb::gil_scoped_release release;
+      GilReleased release;
       lock.lock();
       out = &batch_.step(view);
     }
@@ -222,16 +223,19 @@ NB_MODULE(_lastmile, m) {
            "vocab_size"_a, "max_batch"_a, "logprobs_mode"_a, "threads"_a, "seed"_a, "backend"_a)
       .def("add", &PyRequestBatch::add, "request_id"_a, "params"_a, "prompt_token_ids"_a.none(),
            "max_output_tokens"_a = 0)
-      .def("remove", &PyRequestBatch::remove, "request_id"_a,
-           nb::call_guard<nb::gil_scoped_release>())
-      .def("reorder", &PyRequestBatch::reorder, "request_ids"_a,
-           nb::call_guard<nb::gil_scoped_release>())
+      .def("remove", &PyRequestBatch::remove, "request_id"_a, nb::call_guard<GilReleased>())
+      .def("reorder", &PyRequestBatch::reorder, "request_ids"_a, nb::call_guard<GilReleased>())
       .def("step", &PyRequestBatch::step, "logits"_a, "dtype"_a.none())
-      .def("request_ids", &PyRequestBatch::request_ids, nb::call_guard<nb::gil_scoped_release>())
+      .def("request_ids", &PyRequestBatch::request_ids, nb::call_guard<GilReleased>())
       .def("output_token_ids", &PyRequestBatch::output_token_ids, "request_id"_a,
-           nb::call_guard<nb::gil_scoped_release>())
-      .def("size", &PyRequestBatch::size, nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<GilReleased>())
+      .def("size", &PyRequestBatch::size, nb::call_guard<GilReleased>())
       .def_prop_ro("backend_name", &PyRequestBatch::backend_name);
+
+  // Registered with atexit by the package (exit_gate.hpp); waits with the GIL released.
+  m.def(
+      "_close_for_exit", [] { exit_gate().close_and_wait(); },
+      nb::call_guard<nb::gil_scoped_release>());
 
   // The address the sampler reads for these logits: tests check that no copy is made.
   m.def(
