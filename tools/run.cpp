@@ -11,11 +11,29 @@
 #include "lastmile/lastmile.hpp"
 
 namespace lastmile::cli {
+namespace {
+
+// The sampler's messages name the request or the row; which file that is, is said here: case.json
+// for a request's fields, logits.npy for the logits.
+template <typename F>
+decltype(auto) naming_the_file(const std::string& case_path, const std::string& logits_path,
+                               F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::invalid_argument) throw Error(e.code(), case_path + ": " + e.what());
+    if (e.code() == ErrorCode::invalid_logits) throw Error(e.code(), logits_path + ": " + e.what());
+    throw;
+  }
+}
+
+}  // namespace
 
 int run_case(const RunOptions& options) {
   namespace fs = std::filesystem;
   const fs::path dir(options.case_dir);
-  io::Case c = io::read_case((dir / "case.json").string());
+  const std::string case_path = (dir / "case.json").string();
+  io::Case c = io::read_case(case_path);
   const std::string logits_path = (dir / "logits.npy").string();
   const io::NpyArray logits_array = io::read_npy(logits_path);
   const LogitsView logits = io::logits_view(logits_array, c, logits_path);
@@ -32,14 +50,19 @@ int run_case(const RunOptions& options) {
   config.backend = options.backend;
   Sampler sampler(config);
   Batch batch = c.batch();
+  auto sample = [&] {
+    return &naming_the_file(case_path, logits_path, [&]() -> const SamplerOutput& {
+      return sampler.sample(logits, batch);
+    });
+  };
 
   std::vector<std::map<TokenId, int64_t>> histograms;
   const SamplerOutput* out = nullptr;
-  if (options.repeat == 0) out = &sampler.sample(logits, batch);
+  if (options.repeat == 0) out = sample();
   histograms.resize(options.repeat > 0 ? logits.num_rows : 0);
   for (int step = 0; step < options.repeat; ++step) {
     for (BatchRequest& row : batch.requests) row.step = static_cast<uint64_t>(step);
-    out = &sampler.sample(logits, batch);
+    out = sample();
     for (int64_t r = 0; r < logits.num_rows; ++r) ++histograms[r][out->sampled_token_ids[r]];
   }
   if (out->has_full_logprobs)  // [0, V] for a case of no rows

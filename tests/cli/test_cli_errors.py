@@ -65,7 +65,7 @@ def cases(tmp):
     # Other spellings of token 3 would be other keys, their biases added up.
     for name, key in (("space", " 3"), ("plus", "+3"), ("zero", "03"), ("minus_zero", "-0")):
         yield f"logit_bias key {key!r}", [make_case(f"{tmp}/bias_{name}", case=req(logit_bias={key: 1.0}))], f'keys must be decimal token ids as str(int) writes them, got "{key}"'
-    yield "token id out of range", [make_case(f"{tmp}/oob", case=req(allowed_token_ids=[3, 16]))], "request 0: allowed_token_ids[1] must be in [0, 16), got 16"
+    yield "token id out of range", [make_case(f"{tmp}/oob", case=req(allowed_token_ids=[3, 16]))], "oob/case.json: request 0: allowed_token_ids[1] must be in [0, 16), got 16"
     yield "negative token id", [make_case(f"{tmp}/neg", case=req(output_token_ids=[-1]))], "request 0: output_token_ids[0] must be in [0, 16), got -1"
     yield "logit_bias out of range", [make_case(f"{tmp}/bias_oob", case=req(logit_bias={"99": 1.0}))], "request 0: logit_bias token_id must be in [0, 16), got 99"
     yield "parameter out of range", [make_case(f"{tmp}/range", case=req(top_p=1.5))], "request 0: top_p must be in (0, 1], got 1.5"
@@ -86,7 +86,7 @@ def cases(tmp):
     yield "binary descr", [make_case(f"{tmp}/descr", raw_logits=b"\x93NUMPY\x01\x00" + len(bad_descr).to_bytes(2, "little") + bad_descr)], "got <f4??zz"
     yield "not npy", [make_case(f"{tmp}/magic", raw_logits=b"hello world, not numpy")], "not a .npy file"
     yield "empty npy", [make_case(f"{tmp}/empty", raw_logits=b"")], "not a .npy file"
-    yield "NaN logits", [make_case(f"{tmp}/nan", logits=nan_logits)], "row 1: logits contain NaN at token_id 7"
+    yield "NaN logits", [make_case(f"{tmp}/nan", logits=nan_logits)], "nan/logits.npy: row 1: logits contain NaN at token_id 7"
     yield "+inf logits", [make_case(f"{tmp}/inf", logits=inf_logits)], "row 0: logits contain +inf at token_id 3"
     yield "bad logprobs mode", [make_case(f"{tmp}/mode"), "--logprobs-mode", "cooked"], 'logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got "cooked"'
     yield "bad num_logprobs", [make_case(f"{tmp}/num"), "--num-logprobs", "-2"], "batch: num_logprobs must be -1 or in [0, 16], got -2"
