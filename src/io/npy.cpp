@@ -3,6 +3,7 @@
 #include "io/npy.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,20 +20,76 @@ namespace {
   throw InvalidArgument(ErrorCode::invalid_logits, name + ": " + what);
 }
 
-// The text after `'key':` in the header dict, spaces skipped; fails when the key is absent.
-std::string_view after_key(const std::string& name, std::string_view header, std::string_view key) {
-  std::string quoted(1, '\'');
-  quoted.append(key).push_back('\'');
-  const size_t at = header.find(quoted);
-  if (at == std::string_view::npos)
-    fail(name, "npy header has no '" + std::string(key) + "' entry");
-  std::string_view rest = header.substr(at + quoted.size());
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  if (rest.empty() || rest.front() != ':')
-    fail(name, "npy header: no ':' after '" + std::string(key) + "'");
-  rest.remove_prefix(1);
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  return rest;
+// The header dict's three values as written (a string keeps its quotes, a tuple its
+// parentheses). The header is read as the dict literal it is, key by key, so that text inside a
+// value is never taken for a key (a search for "'descr':" was).
+struct HeaderEntries {
+  std::string_view descr, fortran_order, shape;
+};
+
+// numpy's header: {'key': value, ...}, values a quoted string, True / False, or a tuple; numpy
+// writes exactly the keys descr, fortran_order and shape and refuses any other, as here.
+HeaderEntries parse_entries(const std::string& name, std::string_view header) {
+  auto skip_spaces = [&] {
+    while (!header.empty() && (header.front() == ' ' || header.front() == '\n'))
+      header.remove_prefix(1);
+  };
+  // The next token: a quoted string, a parenthesised tuple, or a word; empty if none.
+  auto token = [&]() -> std::string_view {
+    if (header.empty()) return {};
+    size_t end = 0;
+    if (header.front() == '\'' || header.front() == '"') {
+      end = header.find(header.front(), 1);
+      end = end == std::string_view::npos ? 0 : end + 1;
+    } else if (header.front() == '(') {
+      end = header.find(')');
+      end = end == std::string_view::npos ? 0 : end + 1;
+    } else {
+      while (end < header.size() && std::isalnum(static_cast<unsigned char>(header[end]))) ++end;
+    }
+    const std::string_view t = header.substr(0, end);
+    header.remove_prefix(end);
+    return t;
+  };
+  auto expect = [&](char c, const char* where) {
+    skip_spaces();
+    if (header.empty() || header.front() != c)
+      fail(name, std::string("npy header: expected '") + c + "' " + where);
+    header.remove_prefix(1);
+  };
+  HeaderEntries entries;
+  expect('{', "at its start");
+  for (;;) {
+    skip_spaces();
+    if (!header.empty() && header.front() == '}') break;
+    const std::string_view key = token();
+    if (key.size() < 2 || (key.front() != '\'' && key.front() != '"'))
+      fail(name, "npy header: expected a quoted key, got " + clip(header.substr(0, 20)));
+    const std::string_view unquoted = key.substr(1, key.size() - 2);
+    std::string_view* const value = unquoted == "descr"           ? &entries.descr
+                                    : unquoted == "fortran_order" ? &entries.fortran_order
+                                    : unquoted == "shape"         ? &entries.shape
+                                                                  : nullptr;
+    if (value == nullptr) fail(name, "npy header: unexpected key " + clip(key));
+    if (!value->empty()) fail(name, "npy header: key " + clip(key) + " appears twice");
+    expect(':', "after a key");
+    skip_spaces();
+    *value = token();
+    if (value->empty()) fail(name, "npy header: no value for key " + clip(key));
+    skip_spaces();
+    if (!header.empty() && header.front() == ',')
+      header.remove_prefix(1);
+    else if (header.empty() || header.front() != '}')
+      fail(name, "npy header: expected ',' or '}' after the value of " + clip(key));
+  }
+  header.remove_prefix(1);
+  skip_spaces();
+  if (!header.empty()) fail(name, "npy header: text after the dict");
+  for (const auto& [value, key] :
+       {std::pair{entries.descr, "descr"}, std::pair{entries.fortran_order, "fortran_order"},
+        std::pair{entries.shape, "shape"}})
+    if (value.empty()) fail(name, std::string("npy header has no '") + key + "' entry");
+  return entries;
 }
 
 // Parses `(rows, cols)` or `(rows, cols,)`; anything else is not a 2-D shape.
@@ -90,23 +147,20 @@ size_t parse_header(const std::string& name, const std::vector<unsigned char>& b
   if (header_len > bytes.size() - offset) fail(name, "truncated npy header");
   const std::string header(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
                            bytes.begin() + static_cast<std::ptrdiff_t>(offset + header_len));
-  const std::string_view descr = after_key(name, header, "descr");
-  const size_t descr_end = descr.size() > 1 ? descr.find('\'', 1) : std::string_view::npos;
-  if (descr.empty() || descr.front() != '\'' || descr_end == std::string_view::npos)
+  const HeaderEntries entries = parse_entries(name, header);
+  const std::string_view descr = entries.descr;
+  if (descr.size() < 2 || (descr.front() != '\'' && descr.front() != '"'))
     fail(name, "npy header has no valid 'descr' entry");
-  array.descr = std::string(descr.substr(1, descr_end - 1));
+  array.descr = std::string(descr.substr(1, descr.size() - 2));
   if (array.descr != "<f4" && array.descr != "<f2" && array.descr != "<u2")
     fail(name, "dtype must be <f4 (float32), <f2 (float16) or <u2 (bfloat16 bits), got " +
                    clip(array.descr));
-  std::string_view fortran_order = after_key(name, header, "fortran_order");
-  const size_t value_end = std::min(fortran_order.find_first_of(",}"), fortran_order.size());
-  fortran_order = fortran_order.substr(0, value_end);
-  while (!fortran_order.empty() && fortran_order.back() == ' ') fortran_order.remove_suffix(1);
+  const std::string_view fortran_order = entries.fortran_order;
   if (fortran_order == "True") fail(name, "fortran_order arrays are not supported");
   if (fortran_order != "False")
     fail(name, "npy header: 'fortran_order' must be False or True, got " + clip(fortran_order));
   std::string shape;
-  if (!parse_shape(after_key(name, header, "shape"), array.rows, array.cols, shape))
+  if (!parse_shape(entries.shape, array.rows, array.cols, shape))
     fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
   if (array.rows > INT32_MAX || array.cols > INT32_MAX)
     fail(name, "shape (" + shape + ") is too large: each dimension must be < 2^31");

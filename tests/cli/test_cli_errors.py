@@ -96,7 +96,14 @@ def cases(tmp):
     yield "fortran_order not a bool", [make_case(f"{tmp}/falsey", raw_logits=b"\x93NUMPY\x01\x00" + len(bad_order).to_bytes(2, "little") + bad_order)], "falsey/logits.npy: npy header: 'fortran_order' must be False or True, got Falsey$"
     odd_order = b"{'descr': '<f4', 'fortran_order': False x'shape': (2, 16), }"
     odd_order += b" " * (63 - (10 + len(odd_order)) % 64) + b"\n"
-    yield "fortran_order followed by junk", [make_case(f"{tmp}/junk", raw_logits=b"\x93NUMPY\x01\x00" + len(odd_order).to_bytes(2, "little") + odd_order)], "must be False or True, got False x'shape': (2$"
+    yield "fortran_order followed by junk", [make_case(f"{tmp}/junk", raw_logits=b"\x93NUMPY\x01\x00" + len(odd_order).to_bytes(2, "little") + odd_order)], "junk/logits.npy: npy header: expected ',' or '}' after the value of 'fortran_order'$"
+    def raw_npy(header):  # a version 1.0 file of that header, padded, and 128 data bytes
+        header += b" " * (63 - (10 + len(header)) % 64) + b"\n"
+        return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 128
+    # Read as the dict it is: a key's text inside another key's value is not that key.
+    yield "descr inside a value", [make_case(f"{tmp}/inside", raw_logits=raw_npy(b"{'x': \"'descr': '<f4'\", 'descr': '>f8', 'fortran_order': False, 'shape': (2, 16), }"))], "inside/logits.npy: npy header: unexpected key 'x'$"
+    yield "npy key twice", [make_case(f"{tmp}/twice", raw_logits=raw_npy(b"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 16), }"))], "twice/logits.npy: npy header: key 'descr' appears twice$"
+    yield "npy key missing", [make_case(f"{tmp}/nokey", raw_logits=raw_npy(b"{'descr': '<f4', 'shape': (2, 16), }"))], "nokey/logits.npy: npy header has no 'fortran_order' entry$"
     other_shape = npy_bytes(np.zeros((4, 1000), np.float32))  # a header that declares 16000 bytes
     yield "data of another shape", [make_case(f"{tmp}/shape", raw_logits=other_shape[:128] + b"\0" * 64)], "shape/logits.npy: data holds 64 bytes, shape (4, 1000) of <f4 needs 16000$"
     if os.path.exists("/dev/zero"):  # a device never ends: refused, not read until memory runs out
