@@ -59,10 +59,8 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
   if (r.num_bad_words > 0 && r.bad_words_offsets == nullptr)
     throw InvalidArgument(who + ": bad_words_offsets is NULL but num_bad_words is " +
                           std::to_string(r.num_bad_words));
-  auto copy = [&](auto&& f) {
-    copying(who, "bad_words_token_ids", "num_bad_words", r.num_bad_words, f);
-  };
-  copy([&] { out.resize(static_cast<size_t>(r.num_bad_words)); });
+  copying(who, "bad_words_token_ids", "num_bad_words", r.num_bad_words,
+          [&] { out.resize(static_cast<size_t>(r.num_bad_words)); });
   if (r.num_bad_words == 0) return;
   if (r.bad_words_offsets[0] != 0)
     throw InvalidArgument(who + ": bad_words_offsets[0] must be 0, got " +
@@ -78,7 +76,7 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
     if (end > begin && r.bad_words_token_ids == nullptr)
       throw InvalidArgument(who + ": bad_words_token_ids is NULL but " + end_name + " is " +
                             std::to_string(end));
-    copy([&] {
+    copying(who, "bad_words_token_ids", end_name.c_str(), end, [&] {  // a word: named by its end
       out[static_cast<size_t>(i)].assign(r.bad_words_token_ids + begin,
                                          r.bad_words_token_ids + end);
     });

@@ -381,6 +381,8 @@ TEST(Allocation, CApiOutOfMemoryNamesTheRequestAndField) {
        {"batch: out of memory", "request 0: out of memory copying logit_bias (num_logit_bias = 2)",
         "request 0: out of memory copying allowed_token_ids (num_allowed_token_ids = 5)",
         "request 0: out of memory copying bad_words_token_ids (num_bad_words = 2)",
+        "request 0: out of memory copying bad_words_token_ids (bad_words_offsets[1] = 2)",
+        "request 0: out of memory copying bad_words_token_ids (bad_words_offsets[2] = 3)",
         "request 0: out of memory copying stop_token_ids (num_stop_token_ids = 1)",
         "sample: out of memory"})
     EXPECT_TRUE(messages.count(expected)) << expected;
