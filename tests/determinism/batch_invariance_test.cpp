@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "unit/test_util.hpp"
 
@@ -412,11 +413,11 @@ TEST(BatchInvarianceStateless, AFailedCallDoesNotShiftUnseededDraws) {
                      lastmile::InvalidArgument);
       }
       if (call == 1 && failure == Failure::nan_logits) {
-        logits[7] = std::numeric_limits<float>::quiet_NaN();
+        const float kept = std::exchange(logits[7], std::numeric_limits<float>::quiet_NaN());
         EXPECT_THROW(
             sampler.sample(LogitsView::f32(logits.data(), kRows, kVocab), make_batch(rows)),
             lastmile::InvalidArgument);
-        logits[7] = 0.0f;
+        logits[7] = kept;
       }
       const SamplerOutput& out =
           sampler.sample(LogitsView::f32(logits.data(), kRows, kVocab), make_batch(rows));

@@ -211,14 +211,17 @@ TEST_P(BackendKernels, LogSoftmaxMatchesDouble) {
 
 // One peak over a long flat tail: the float partial sum holding the peak's 1 takes the tail's
 // terms (exp(-15.5), 1.6 of 1's ULP each) one rounding at a time. Summed row-long, that drifted
-// the cpu backend's log-sum 5e-5 at 32001 entries (4e-4 at 256000); the raw path, summed per
-// block, did not.
+// the cpu backend's log-sum 5e-5 at 32001 entries (4e-4 at 256000); per block, the most such
+// roundings are a block's share of one lane, which the peak at a block's start meets (README's
+// 1e-5 bound).
 TEST_P(BackendKernels, LogSoftmaxOfAPeakOverAFlatTailMatchesDouble) {
-  std::vector<float> x(static_cast<size_t>(n()), -15.5f);
-  x[static_cast<size_t>(n()) / 2] = 0.0f;
-  const std::vector<double> expected = log_softmax_double(x);
-  backend().log_softmax(x.data(), n());
-  expect_near_row(x, expected, 4e-6);
+  for (const size_t peak : {size_t{0}, static_cast<size_t>(n()) / 2}) {
+    std::vector<float> x(static_cast<size_t>(n()), -15.5f);
+    x[peak] = 0.0f;
+    const std::vector<double> expected = log_softmax_double(x);
+    backend().log_softmax(x.data(), n());
+    expect_near_row(x, expected, 1e-5);
+  }
 }
 
 TEST_P(BackendKernels, LogSoftmaxKeepsAnAllNegativeInfinityRow) {
