@@ -120,14 +120,15 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
         // As str(int) writes them: stoll alone took " 3", "+3" and "03", which are other JSON
         // keys for token 3, and each bias was added.
         const size_t sign = !id.empty() && id[0] == '-' ? 1 : 0;
-        const bool canonical = id.size() > sign && id.size() - sign <= 10 &&
-                               (id[sign] != '0' || id.size() == 1) &&
+        const bool canonical = id.size() > sign && (id[sign] != '0' || id.size() == 1) &&
                                std::all_of(id.begin() + static_cast<std::ptrdiff_t>(sign), id.end(),
                                            [](unsigned char c) { return c >= '0' && c <= '9'; });
-        const long long token = canonical ? std::stoll(id) : 0;
-        if (!canonical || token < INT32_MIN || token > INT32_MAX)
+        if (!canonical)
           r.fail(at, "keys must be decimal token ids as str(int) writes them, got \"" + clip(id) +
                          "\"");
+        const long long token = id.size() - sign <= 10 ? std::stoll(id) : INT64_MAX;  // no overflow
+        if (token < INT32_MIN || token > INT32_MAX)
+          r.fail(at, "keys must be token ids that fit int32, got \"" + clip(id) + "\"");
         p.logit_bias.emplace_back(static_cast<TokenId>(token),
                                   static_cast<float>(r.number(bias, at + "." + clip(id))));
       }

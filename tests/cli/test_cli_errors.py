@@ -63,6 +63,7 @@ def cases(tmp):
     yield "unknown field", [make_case(f"{tmp}/unknown", case=req(topp=0.5))], "requests[0].topp: unknown request field"
     yield "bad logit_bias key", [make_case(f"{tmp}/bias_key", case=req(logit_bias={"a": 1.0}))], 'keys must be decimal token ids as str(int) writes them, got "a"'
     # Other spellings of token 3 would be other keys, their biases added up.
+    yield "logit_bias key past int32", [make_case(f"{tmp}/bias_big", case=req(logit_bias={"2147483648": 1.0}))], 'keys must be token ids that fit int32, got "2147483648"'
     for name, key in (("space", " 3"), ("plus", "+3"), ("zero", "03"), ("minus_zero", "-0")):
         yield f"logit_bias key {key!r}", [make_case(f"{tmp}/bias_{name}", case=req(logit_bias={key: 1.0}))], f'keys must be decimal token ids as str(int) writes them, got "{key}"'
     yield "token id out of range", [make_case(f"{tmp}/oob", case=req(allowed_token_ids=[3, 16]))], "oob/case.json: request 0: allowed_token_ids[1] must be in [0, 16), got 16"
