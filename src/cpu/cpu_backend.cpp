@@ -44,8 +44,8 @@ std::optional<float> kth_largest_of_row(const float* x, int64_t n, int64_t k, So
       });
 }
 
-// The sum of exp(x - max) as the other passes add it (top-p's, the raw statistics): per block,
-// lane-wise float partial sums, blocks in double. Float partial sums a row long drifted: the one
+// The sum of exp(x - max) as the raw statistics and the dense draw add it: per block, lane-wise
+// float partial sums, blocks in double. Float partial sums a row long drifted: the one
 // holding a peak's 1 took each of a flat tail's terms with a rounding, 5e-5 off in the log-sum
 // of a 32001-entry row.
 double sum_exp(const float* x, size_t n, float max) {
@@ -322,9 +322,7 @@ class CpuBackend final : public Backend {
       mask_underflowed(x, size, max);
       return kNotListed;
     }
-    double sums[kMaxBlocks];
-    const double total = cpu::exp_block_sums(x, size, max, block_size(n), sums);
-    const auto inv_sum = static_cast<float>(1.0 / total);
+    const auto inv_sum = static_cast<float>(1.0 / sum_exp(x, size, max));
     const float cut = 1.0f - top_p;
     int32_t* const ids = scratch.ids.data();
     float* const qs = scratch.values.data();  // the band's q
