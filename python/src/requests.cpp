@@ -61,11 +61,16 @@ class Fields {
     if (!is_dict_) return;
     for (auto [key, value] : nb::borrow<nb::dict>(request)) {
       if (!nb::isinstance<nb::str>(key)) type_error(who, "a field name", "a str", key);
-      const std::string name = ascii(key);  // quoted; a field's name is plain ASCII
-      if (std::find_if(std::begin(kFields), std::end(kFields), [&](std::string_view field) {
-            return name.size() == field.size() + 2 && name.compare(1, field.size(), field) == 0;
-          }) == std::end(kFields))
-        throw InvalidArgument(who + ": unknown field " + name);
+      // The key's cached UTF-8, no copy; ascii() only for the message (a lone surrogate has no
+      // UTF-8).
+      Py_ssize_t size = 0;
+      const char* utf8 = PyUnicode_AsUTF8AndSize(key.ptr(), &size);
+      if (utf8 == nullptr) PyErr_Clear();
+      const std::string_view name =
+          utf8 != nullptr ? std::string_view(utf8, static_cast<size_t>(size)) : std::string_view();
+      if (utf8 == nullptr ||
+          std::find(std::begin(kFields), std::end(kFields), name) == std::end(kFields))
+        throw InvalidArgument(who + ": unknown field " + ascii(key));
     }
   }
   nb::object get(const char* name) const {
