@@ -11,24 +11,6 @@
 #include "lastmile/lastmile.hpp"
 
 namespace lastmile::cli {
-namespace {
-
-// The sampler's messages name the request or the row; which file that is, is said here: case.json
-// for a request's fields, logits.npy for the logits.
-template <typename F>
-decltype(auto) naming_the_file(const std::string& case_path, const std::string& logits_path,
-                               F&& f) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    if (e.code() == ErrorCode::invalid_argument) throw Error(e.code(), case_path + ": " + e.what());
-    if (e.code() == ErrorCode::invalid_logits) throw Error(e.code(), logits_path + ": " + e.what());
-    throw;
-  }
-}
-
-}  // namespace
-
 int run_case(const RunOptions& options) {
   namespace fs = std::filesystem;
   const fs::path dir(options.case_dir);
@@ -50,10 +32,18 @@ int run_case(const RunOptions& options) {
   config.backend = options.backend;
   Sampler sampler(config);
   Batch batch = c.batch();
-  auto sample = [&] {
-    return &naming_the_file(case_path, logits_path, [&]() -> const SamplerOutput& {
-      return sampler.sample(logits, batch);
-    });
+  // The sampler's messages name the request or the row; which file that is, is said here:
+  // case.json for a request's fields, logits.npy for the logits.
+  auto sample = [&]() -> const SamplerOutput* {
+    try {
+      return &sampler.sample(logits, batch);
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::invalid_argument)
+        throw Error(e.code(), case_path + ": " + e.what());
+      if (e.code() == ErrorCode::invalid_logits)
+        throw Error(e.code(), logits_path + ": " + e.what());
+      throw;
+    }
   };
 
   std::vector<std::map<TokenId, int64_t>> histograms;
