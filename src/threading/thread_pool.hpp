@@ -48,7 +48,8 @@ class ThreadPool {
   // and the first exception is rethrown here. The caller runs tasks too, so a run never waits
   // for a worker to wake: a worker that comes late finds the tasks taken. Allocates nothing.
   // One caller at a time (a Sampler's calls are not concurrent); a run started from inside a
-  // task runs its tasks in order on the calling thread.
+  // task runs its tasks in order on the calling thread. In a child forked from the pool's process
+  // the workers stayed behind: the pool runs every task in order on the caller there.
   template <typename Task>
   void run(int64_t num_tasks, Task& task, Idle idle = Idle::sleep) {
     run_erased(
@@ -68,8 +69,10 @@ class ThreadPool {
   bool wait_for_run(uint32_t seen, Idle idle);
   void drain(uint32_t generation, const Run& run, int worker);
   void stop_workers();
+  void leave_workers_behind();
 
   std::vector<std::thread> workers_;
+  uint64_t fork_generation_;  // the process's fork generation when the workers started
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;

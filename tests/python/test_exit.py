@@ -74,3 +74,23 @@ if pid == 0:
 _, status = os.waitpid(pid, 0)
 print("parent", status)
 """, "child\nparent 0\n")
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_forked_child_uses_and_deletes_the_parents_sampler(threads):
+    # The child's copy has no workers (they stayed in the parent): it samples on the calling
+    # thread, to the same tokens, and its destruction used to wait forever on a condition
+    # variable the parent's workers were waiting on.
+    run(f"""
+s = lastmile.Sampler(128256, 64, threads={threads})
+rows = [{{"top_p": 0.9, "seed": i}} for i in range(64)]
+first = s.sample(x, rows).sampled_token_ids.tolist()
+time.sleep(0.01)
+pid = os.fork()
+if pid == 0:
+    same = all(s.sample(x, rows).sampled_token_ids.tolist() == first for _ in range(3))
+    del s
+    os._exit(0 if same else 1)
+_, status = os.waitpid(pid, 0)
+print("parent", status, s.sample(x, rows).sampled_token_ids.tolist() == first)
+""", "parent 0 True\n")

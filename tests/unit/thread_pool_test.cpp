@@ -4,9 +4,12 @@
 #include "threading/thread_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -140,6 +143,37 @@ TEST(ThreadPool, OneThreadRunsTasksInOrderOnTheCaller) {
   };
   pool.run(5, task);
   EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(ThreadPool, AForkedChildRunsTheTasksInOrderAndDestroysThePool) {
+  // The child has the pool's copy but not its workers, and its condition variables count
+  // waiters that stayed in the parent: destroying one waited for them forever.
+  auto pool = std::make_unique<ThreadPool>(3);
+  std::vector<std::atomic<int>> hits(16);
+  ASSERT_TRUE(tagged_run(*pool, 16, 1, hits));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the workers asleep
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(20);  // a hang ends the child by SIGALRM
+    bool ok = true;
+    for (int r = 0; r < 3 && ok; ++r) {
+      std::vector<int64_t> order;
+      auto task = [&](int64_t i, int worker) {
+        ok = ok && worker == 0;
+        order.push_back(i);
+      };
+      pool->run(5, task);
+      ok = ok && order == std::vector<int64_t>{0, 1, 2, 3, 4} && pool->num_threads() == 1;
+    }
+    pool.reset();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status)) << "signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
+  EXPECT_TRUE(tagged_run(*pool, 16, 2, hits));  // the parent's pool is untouched
 }
 
 }  // namespace
