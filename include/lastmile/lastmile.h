@@ -3,7 +3,9 @@
  * Every function that can fail returns a lastmile_status. The message of a handle's last failure
  * is kept in that handle (lastmile_sampler_last_error, lastmile_request_batch_last_error); there
  * is no global error state, so threads with their own handles never see each other's errors.
- * No C++ exception crosses this boundary. A handle is used by one thread at a time.
+ * No C++ exception crosses this boundary. A handle is used by one thread at a time. After fork()
+ * a child's copy of a handle samples on the calling thread alone (its workers stayed in the
+ * parent), to the same results; fork only while no thread is inside a call on it.
  *
  * Example:
  *   lastmile_sampler_config config;
