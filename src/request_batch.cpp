@@ -206,25 +206,35 @@ void RequestBatch::add(std::string_view request_id, const RequestParams& params,
   });
 }
 void RequestBatch::remove(std::string_view request_id) {
-  detail::live(impl_, "RequestBatch").remove(request_id);
+  detail::translating_bad_alloc("remove",
+                                [&] { detail::live(impl_, "RequestBatch").remove(request_id); });
 }
 void RequestBatch::reorder(std::span<const std::string> request_ids) {
-  detail::live(impl_, "RequestBatch").reorder(request_ids);
+  detail::translating_bad_alloc("reorder",
+                                [&] { detail::live(impl_, "RequestBatch").reorder(request_ids); });
 }
 const SamplerOutput& RequestBatch::step(const LogitsView& logits) {
   return detail::translating_bad_alloc("step", [&]() -> const SamplerOutput& {
     return detail::live(impl_, "RequestBatch").step(logits);
   });
 }
-int64_t RequestBatch::size() const { return detail::live(impl_, "RequestBatch").size(); }
+int64_t RequestBatch::size() const {
+  return detail::translating_bad_alloc("size",
+                                       [&] { return detail::live(impl_, "RequestBatch").size(); });
+}
 std::string RequestBatch::backend_name() const {
-  return detail::live(impl_, "RequestBatch").backend_name();
+  return detail::translating_bad_alloc(
+      "backend_name", [&] { return detail::live(impl_, "RequestBatch").backend_name(); });
 }
 const std::string& RequestBatch::request_id(int64_t row) const {
-  return detail::live(impl_, "RequestBatch").request_id(row);
+  return detail::translating_bad_alloc("request_id", [&]() -> const std::string& {
+    return detail::live(impl_, "RequestBatch").request_id(row);
+  });
 }
 std::span<const TokenId> RequestBatch::output_token_ids(std::string_view request_id) const {
-  return detail::live(impl_, "RequestBatch").output_token_ids(request_id);
+  return detail::translating_bad_alloc("output_token_ids", [&] {
+    return detail::live(impl_, "RequestBatch").output_token_ids(request_id);
+  });
 }
 
 }  // namespace lastmile

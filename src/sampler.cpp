@@ -256,10 +256,14 @@ const SamplerOutput& Sampler::sample(const LogitsView& logits, const Batch& batc
   });
 }
 
-const SamplerConfig& Sampler::config() const { return detail::live(impl_, "Sampler").config(); }
+const SamplerConfig& Sampler::config() const {
+  return detail::translating_bad_alloc(
+      "config", [&]() -> const SamplerConfig& { return detail::live(impl_, "Sampler").config(); });
+}
 
 std::string Sampler::backend_name() const {
-  return detail::describe(detail::live(impl_, "Sampler").backend());
+  return detail::translating_bad_alloc(
+      "backend_name", [&] { return detail::describe(detail::live(impl_, "Sampler").backend()); });
 }
 
 }  // namespace lastmile

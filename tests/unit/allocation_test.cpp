@@ -323,6 +323,55 @@ TEST(Allocation, RequestBatchAddAndStepFailingAtAnyAllocationChangeNothing) {
   EXPECT_GE(failed_steps, 3);
 }
 
+// Calls f with its k-th allocation failing, for k = 1, 2, ... until a call makes fewer than k.
+// Every failure must come out as lastmile::Error (STYLE §7: one exception family), never as a
+// bare std::bad_alloc. Returns how many calls ended in out_of_memory.
+template <class F>
+int out_of_memory_errors(const char* what, F f) {
+  int errors = 0;
+  for (int64_t k = 1; k < 10000; ++k) {
+    g_fail_countdown = k;
+    try {
+      f();
+    } catch (const lastmile::Error& e) {
+      if (e.code() == lastmile::ErrorCode::out_of_memory) ++errors;
+    } catch (const std::bad_alloc&) {
+      ADD_FAILURE() << what << ": std::bad_alloc escaped at allocation " << k;
+    }
+    const bool reached = g_fail_countdown.load() == 0;
+    g_fail_countdown = 0;
+    if (!reached) return errors;
+  }
+  ADD_FAILURE() << what << ": never finished";
+  return errors;
+}
+
+TEST(Allocation, EveryPublicCallReportsOutOfMemoryAsAnError) {
+  lastmile::SamplerConfig config;
+  config.vocab_size = 16;
+  config.max_batch = 4;
+  config.threads = 1;
+  lastmile::RequestBatch batch(config);
+  for (const char* id : {"a", "b", "c"}) batch.add(id, {}, {}, 0);
+  const std::vector<std::string> order = {"c", "a", "b"};
+  EXPECT_GE(out_of_memory_errors("reorder", [&] { batch.reorder(order); }), 1);
+  EXPECT_EQ(batch.request_id(0), "c");
+  EXPECT_GE(out_of_memory_errors("remove", [&] { batch.remove("no such id, a long one"); }), 1);
+  EXPECT_GE(out_of_memory_errors("request_id", [&] { (void)batch.request_id(7); }), 1);
+  EXPECT_GE(out_of_memory_errors("output_token_ids",
+                                 [&] { (void)batch.output_token_ids("no such id, a long one"); }),
+            1);
+  EXPECT_GE(out_of_memory_errors("backend_name", [&] { (void)batch.backend_name(); }), 1);
+  lastmile::Sampler sampler(config);
+  EXPECT_GE(out_of_memory_errors("Sampler::backend_name", [&] { (void)sampler.backend_name(); }),
+            1);
+  lastmile::RequestBatch moved_to(std::move(batch));
+  lastmile::Sampler sampler_moved_to(std::move(sampler));
+  EXPECT_GE(out_of_memory_errors("moved-from size", [&] { (void)batch.size(); }), 1);
+  EXPECT_GE(out_of_memory_errors("moved-from config", [&] { (void)sampler.config(); }), 1);
+  EXPECT_EQ(moved_to.size(), 3);
+}
+
 // A C call that runs out of memory says where: the copy of a request's arrays names the request
 // and the field (an absurd count is the likelier cause than the machine), the batch's own sizing
 // names the batch, and the sampler's workspace names the call. No failure is a bare "out of
