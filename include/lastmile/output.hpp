@@ -22,7 +22,8 @@ struct TokenLogprobsBlock : LogprobsBlock {
   std::span<const uint8_t> valid;  // [num_rows * width]
 };
 
-// Lives in the sampler's workspace: valid until its next `sample` call.
+// Lives in the sampler's workspace: valid until its next `sample` call, which rewrites it while it
+// runs, so none of it may be that call's input (copy sampled_token_ids into a history first).
 struct SamplerOutput {
   int64_t num_rows = 0;
   std::span<const TokenId> sampled_token_ids;  // [num_rows]

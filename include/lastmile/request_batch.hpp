@@ -58,6 +58,8 @@ class RequestBatch {
 
   int64_t size() const;
   std::string backend_name() const;  // as Sampler::backend_name
+  // Both refer into the batch: valid until the next add, remove, reorder, step or assignment
+  // (a step may move a request's output once it outgrows max_output_tokens). Copy to keep them.
   const std::string& request_id(int64_t row) const;
   std::span<const TokenId> output_token_ids(std::string_view request_id) const;
 
