@@ -22,7 +22,8 @@ namespace {
 
 int resolve_threads(int threads) {
   if (threads > 0) return threads;
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u,
+                                     static_cast<unsigned>(SamplerConfig::kMaxThreads)));
 }
 
 RowSampling row_sampling(const RequestParams& p, int64_t vocab_size) {
