@@ -39,10 +39,13 @@ struct KeptRequest {
   std::vector<TokenCount> output_counts;  // one entry per distinct output token
   TokenIndex output_of;                   // token id -> index in output_counts
 
-  void reserve_output(size_t tokens) {
+  // Room for `tokens` output tokens, of which at most `vocab_size` are distinct (plus the one
+  // more that reserve_next_output asks for even when every token has come).
+  void reserve_output(size_t tokens, size_t vocab_size) {
     output.reserve(tokens);
-    output_counts.reserve(tokens);
-    output_of.reserve(tokens, [this](uint32_t i) { return output_counts[i].token_id; });
+    const size_t distinct = std::min(tokens, vocab_size + 1);
+    output_counts.reserve(distinct);
+    output_of.reserve(distinct, [this](uint32_t i) { return output_counts[i].token_id; });
   }
   // Room for one more output token in each list, so that add_output cannot fail: a step then
   // appends every request's token or, when this runs out of memory first, none.
@@ -91,7 +94,8 @@ class RequestBatchImpl {
       request->seed = derive_seed(config.seed ^ 0x5eed5eed5eed5eedull, added_);
       request->seen.assign(seen_words(config.vocab_size), 0);
       for (TokenId t : prompt) mark_seen(request->seen, t);
-      request->reserve_output(static_cast<size_t>(max_output_tokens));
+      request->reserve_output(static_cast<size_t>(max_output_tokens),
+                              static_cast<size_t>(config.vocab_size));
       BatchRequest row;
       row.params = params;
       // Everything that can fail comes first: past the reserves the pushes move without throwing,

@@ -32,8 +32,13 @@ bool injected_failure() noexcept {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 namespace {
+std::atomic<size_t> g_largest_allocation{0};
+
 void* counted_malloc(size_t size) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  size_t largest = g_largest_allocation.load(std::memory_order_relaxed);
+  while (size > largest && !g_largest_allocation.compare_exchange_weak(largest, size)) {
+  }
   return std::malloc(size ? size : 1);
 }
 void* counted_aligned(size_t size, std::align_val_t align) noexcept {
@@ -249,6 +254,32 @@ TEST(Allocation, RequestBatchStepsWithinReservedOutputAllocateNothing) {
     const std::set<TokenId> distinct(output.begin(), output.end());
     EXPECT_GT(distinct.size(), size_t{16}) << "the index must have met many new tokens";
   }
+}
+
+// A request has at most vocab_size distinct output tokens: a reserve for more output tokens sizes
+// their counts and index for the vocabulary, not for the output (max_output_tokens = 2^31 - 1
+// used to zero-fill a 16 GiB index), and the steps still allocate nothing.
+TEST(Allocation, AReservePastTheVocabularyCountsAtMostTheVocabulary) {
+  constexpr int64_t kVocab = 64, kTokens = int64_t{1} << 20;
+  std::vector<float> logits(kVocab, 0.0f);  // flat: every token comes up
+  lastmile::SamplerConfig config;
+  config.vocab_size = kVocab;
+  config.max_batch = 1;
+  config.threads = 1;
+  lastmile::RequestBatch batch(config);
+  lastmile::RequestParams params;
+  params.seed = 7;
+  params.frequency_penalty = 0.1f;
+  g_largest_allocation = 0;
+  batch.add("a", params, {}, kTokens);
+  EXPECT_EQ(g_largest_allocation.load(), kTokens * sizeof(TokenId));  // the output list itself
+  const auto view = lastmile::LogitsView::f32(logits.data(), 1, kVocab);
+  batch.step(view);  // warm-up: sizes the workspace
+  const int64_t before = g_allocations.load();
+  for (int step = 0; step < 2000; ++step) batch.step(view);
+  EXPECT_EQ(g_allocations.load() - before, 0);
+  const std::span<const TokenId> output = batch.output_token_ids("a");
+  EXPECT_EQ(std::set<TokenId>(output.begin(), output.end()).size(), size_t{kVocab});
 }
 
 // A RequestBatch whose add or step runs out of memory changes nothing: every throwing allocation
