@@ -86,35 +86,73 @@ inline SamplerConfig make_config(int64_t vocab_size, int64_t max_batch,
   return config;
 }
 
-// The full [rows, vocab] matrix of `mode` (num_logprobs = -1) for row-major f32 logits.
+// One call's output on `backend`: the full [rows, vocab] matrix of `mode` (num_logprobs = -1,
+// or none when mode is unset) and the sampled tokens, for row-major f32 logits.
+struct CallResult {
+  std::vector<float> matrix;
+  std::vector<TokenId> tokens;
+};
+inline CallResult call_on(lastmile::BackendKind backend, int64_t vocab_size,
+                          const std::vector<float>& logits, const std::vector<Row>& rows,
+                          std::optional<LogprobsMode> mode, bool predict_bonus_token) {
+  const auto num_rows = static_cast<int64_t>(rows.size());
+  SamplerConfig config =
+      make_config(vocab_size, num_rows, mode.value_or(LogprobsMode::raw_logprobs));
+  config.backend = backend;
+  Sampler sampler(config);
+  const Batch batch =
+      make_batch(rows, mode ? std::optional<int32_t>(-1) : std::nullopt, predict_bonus_token);
+  const SamplerOutput& out =
+      sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
+  return {{out.full_logprobs.begin(), out.full_logprobs.end()},
+          {out.sampled_token_ids.begin(), out.sampled_token_ids.end()}};
+}
+
+// The call on the cpu backend, after checking that the reference backend (the oracle the
+// property tests judge cpu by) gives the same: the spec's examples then hold the oracle too.
+// Logits modes agree to the bit, logprobs within 1e-5 (README "Backends"), tokens exactly.
+inline CallResult call_on_both(int64_t vocab_size, const std::vector<float>& logits,
+                               const std::vector<Row>& rows, std::optional<LogprobsMode> mode,
+                               bool predict_bonus_token) {
+  CallResult cpu =
+      call_on(lastmile::BackendKind::cpu, vocab_size, logits, rows, mode, predict_bonus_token);
+  const CallResult oracle = call_on(lastmile::BackendKind::reference, vocab_size, logits, rows,
+                                    mode, predict_bonus_token);
+  EXPECT_EQ(cpu.tokens, oracle.tokens) << "sampled tokens: cpu vs reference";
+  const bool values_are_logits =
+      mode == LogprobsMode::raw_logits || mode == LogprobsMode::processed_logits;
+  EXPECT_EQ(cpu.matrix.size(), oracle.matrix.size());
+  for (size_t i = 0; i < std::min(cpu.matrix.size(), oracle.matrix.size()); ++i) {
+    const float c = cpu.matrix[i], o = oracle.matrix[i];
+    if (values_are_logits || std::isinf(c) || std::isinf(o))
+      EXPECT_EQ(std::bit_cast<uint32_t>(c), std::bit_cast<uint32_t>(o))
+          << "entry " << i << ": cpu " << c << ", reference " << o;
+    else
+      EXPECT_NEAR(c, o, 1e-5) << "entry " << i;
+  }
+  return cpu;
+}
+
+// The full [rows, vocab] matrix of `mode` (num_logprobs = -1) for row-major f32 logits, the same
+// on both backends.
 inline std::vector<float> full_matrix(int64_t vocab_size, const std::vector<float>& logits,
                                       const std::vector<Row>& rows, LogprobsMode mode,
                                       bool predict_bonus_token = false) {
-  const auto num_rows = static_cast<int64_t>(rows.size());
-  Sampler sampler(make_config(vocab_size, num_rows, mode));
-  const Batch batch = make_batch(rows, -1, predict_bonus_token);
-  const SamplerOutput& out =
-      sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
-  return {out.full_logprobs.begin(), out.full_logprobs.end()};
+  return call_on_both(vocab_size, logits, rows, mode, predict_bonus_token).matrix;
 }
 
-// The processed_logits row of a one-row batch.
+// The processed_logits row of a one-row batch, the same on both backends.
 inline std::vector<float> processed_logits(const std::vector<float>& logits, const Row& row,
                                            bool predict_bonus_token = false) {
   return full_matrix(static_cast<int64_t>(logits.size()), logits, {row},
                      LogprobsMode::processed_logits, predict_bonus_token);
 }
 
-// Sampled tokens of one call.
+// Sampled tokens of one call, the same on both backends.
 inline std::vector<TokenId> sample_tokens(int64_t vocab_size, const std::vector<float>& logits,
                                           const std::vector<Row>& rows,
                                           bool predict_bonus_token = false) {
-  const auto num_rows = static_cast<int64_t>(rows.size());
-  Sampler sampler(make_config(vocab_size, num_rows));
-  const Batch batch = make_batch(rows, std::nullopt, predict_bonus_token);
-  const SamplerOutput& out =
-      sampler.sample(LogitsView::f32(logits.data(), num_rows, vocab_size), batch);
-  return {out.sampled_token_ids.begin(), out.sampled_token_ids.end()};
+  return call_on_both(vocab_size, logits, rows, std::nullopt, predict_bonus_token).tokens;
 }
 
 inline std::vector<float> slice(std::span<const float> values, int64_t row, int64_t width) {
