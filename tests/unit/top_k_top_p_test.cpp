@@ -139,6 +139,71 @@ TEST(TopP, AppliesToTheTopKRenormalisedDistribution) {
   EXPECT_EQ(kept(processed_logits(x, sampled_row(2, 0.5f)), x), std::vector<TokenId>{2});
 }
 
+TEST(TopP, EqualityMasksUnderTopKToo) {
+  // A.2's tie at p = 0.7 (0.1f + 0.2f == 1 - 0.7f) with top-k on (k = 4 of 5, the fifth -inf):
+  // top-p then runs on top-k's survivors, a path of its own, where the 0.2 token must go too.
+  std::vector<float> x = a2_logits();
+  x.push_back(-kInf);
+  EXPECT_EQ(kept(processed_logits(x, sampled_row(4, 0.7f)), x), (std::vector<TokenId>{0, 2}));
+  // The draw decides the cut on its own (no logprobs asked): it must never pick the 0.2 token.
+  constexpr int kRows = 2000;
+  std::vector<float> logits;
+  std::vector<Row> rows;
+  for (int r = 0; r < kRows; ++r) {
+    logits.insert(logits.end(), x.begin(), x.end());
+    rows.push_back(sampled_row(4, 0.7f));
+    rows.back().params.seed = static_cast<uint64_t>(r);
+  }
+  const std::vector<TokenId> tokens = sample_tokens(5, logits, rows);
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), 3), 0);
+  EXPECT_EQ(
+      std::count(tokens.begin(), tokens.end(), 0) + std::count(tokens.begin(), tokens.end(), 2),
+      kRows);
+}
+
+// Every top-p below keeps exactly `expected` of x on both backends, in the processed row and in
+// 200 seeded draws (no logprobs asked: the draw decides the cut on its own), with top-k off and
+// with a top-k that keeps every token.
+void expect_top_p_keeps(const std::vector<float>& x, float top_p,
+                        const std::vector<TokenId>& expected) {
+  const auto vocab = static_cast<int64_t>(x.size());
+  for (int32_t top_k : {0, static_cast<int32_t>(vocab - 1)}) {
+    SCOPED_TRACE(top_k);
+    EXPECT_EQ(kept(processed_logits(x, sampled_row(top_k, top_p)), x), expected);
+    constexpr int kRows = 200;
+    std::vector<float> logits;
+    std::vector<Row> rows;
+    for (int r = 0; r < kRows; ++r) {
+      logits.insert(logits.end(), x.begin(), x.end());
+      rows.push_back(sampled_row(top_k, top_p));
+      rows.back().params.seed = static_cast<uint64_t>(r);
+    }
+    for (TokenId t : sample_tokens(vocab, logits, rows))
+      ASSERT_TRUE(std::binary_search(expected.begin(), expected.end(), t)) << "drew " << t;
+  }
+}
+
+TEST(TopP, EqualityMasksOnRowsPastTheLists) {
+  // Ties where the survivors outnumber the lists' room (over 4096 of 8194), so that top-p is
+  // decided on the row itself: the max (q = 1/2), a token of q = 1/4 and 8192 of 2^-15, all
+  // exact. At p = 0.5 the 1/4 token's cumulative sum, 1/2, equals 1 - p: it goes.
+  std::vector<float> x(8194, exact_log(0x1p-14f));
+  x[5] = 0.0f;
+  x[7] = exact_log(0.5f);
+  expect_top_p_keeps(x, 0.5f, {5});
+}
+
+TEST(TopP, EqualityMasksInsideABucketOfEqualProbabilities) {
+  // The tie inside a band's crossing bucket, walked entry by entry: the max (q = 1/2), two tokens
+  // of 1/8 and 8192 of 2^-15. At p = 0.625 the first 1/8 token walked (the larger id: ascending
+  // value, larger id first) reaches 0.375 = 1 - p and goes; the other passes it and stays.
+  std::vector<float> x(8195, exact_log(0x1p-14f));
+  x[5] = 0.0f;
+  x[7] = exact_log(0.25f);
+  x[9] = exact_log(0.25f);
+  expect_top_p_keeps(x, 0.625f, {5, 7});
+}
+
 TEST(TopP, TinyPWithTiesAtTheMaximumKeepsExactlyOne) {
   const std::vector<float> x = {1.0f, 1.0f, 0.0f};
   const std::vector<TokenId> ids = kept(processed_logits(x, sampled_row(0, 0.01f)), x);
