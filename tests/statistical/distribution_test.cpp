@@ -101,14 +101,16 @@ Expected expected_distribution(const Case& c) {
 // kDraws draws: seed fixed and step = 0..kDraws-1, or (vary_seed) seed = seed + i and step 0.
 std::vector<int64_t> histogram(const Case& c, uint64_t seed, bool vary_seed = false) {
   const auto vocab = static_cast<int64_t>(c.logits.size());
-  Sampler sampler(make_config(vocab, kChunk, LogprobsMode::raw_logprobs, 2));
+  // Rows per call: kChunk, fewer on long rows (at most 16 MB of logits a call).
+  const int64_t chunk = std::clamp<int64_t>(4'000'000 / vocab, 1, kChunk);
+  Sampler sampler(make_config(vocab, chunk, LogprobsMode::raw_logprobs, 2));
   std::vector<float> logits;
-  for (int64_t i = 0; i < kChunk; ++i)
-    logits.insert(logits.end(), c.logits.begin(), c.logits.end());
+  for (int64_t i = 0; i < chunk; ++i) logits.insert(logits.end(), c.logits.begin(), c.logits.end());
   std::vector<int64_t> counts(static_cast<size_t>(vocab), 0);
-  for (int64_t start = 0; start < kDraws; start += kChunk) {
+  for (int64_t start = 0; start < kDraws; start += chunk) {
+    const int64_t rows = std::min(chunk, kDraws - start);
     Batch batch;
-    for (int64_t i = 0; i < kChunk; ++i) {
+    for (int64_t i = 0; i < rows; ++i) {
       BatchRequest& b = batch.requests.emplace_back();
       b.params = c.params;
       b.params.seed = vary_seed ? seed + static_cast<uint64_t>(start + i) : seed;
@@ -116,7 +118,7 @@ std::vector<int64_t> histogram(const Case& c, uint64_t seed, bool vary_seed = fa
       b.prompt_token_ids = c.prompt;
       b.output_token_ids = c.output;
     }
-    const SamplerOutput& out = sampler.sample(LogitsView::f32(logits.data(), kChunk, vocab), batch);
+    const SamplerOutput& out = sampler.sample(LogitsView::f32(logits.data(), rows, vocab), batch);
     for (TokenId t : out.sampled_token_ids) ++counts[t];
   }
   return counts;
@@ -242,6 +244,56 @@ TEST(Distribution, MinP) {
   c.params.min_p = 0.08f;
   ASSERT_GT(masked_tokens(c), 10);
   expect_fits(c, 505);
+}
+
+TEST(Distribution, ATopPSetOneTokenOffIsRejected) {
+  // The draws of TopP (seed 303, top_p = 0.75) against the distribution with one token more in
+  // the kept set (the largest p keeping one more) must fail: the boundary rule is in reach.
+  Case c = base_case(150, 3);
+  c.params.top_p = 0.75f;
+  const std::vector<int64_t> counts = histogram(c, 303);
+  Case wrong = c;
+  const int64_t masked = masked_tokens(c);
+  while (masked_tokens(wrong) >= masked) wrong.params.top_p += 0.001f;
+  ASSERT_EQ(masked_tokens(wrong), masked - 1);
+  EXPECT_GT(fit(counts, expected_distribution(wrong).prob).z, kRejectZ);
+}
+
+// An LLM-like long row: vocab 32000, a body uniform in [-3, 3] and every 997th token 6 higher (33
+// of them), so that top-p keeps the head and part of the body.
+Case long_row_case(uint64_t logits_seed) {
+  Case c = base_case(32000, logits_seed);
+  for (size_t i = 0; i < c.logits.size(); i += 997) c.logits[i] += 6.0f;
+  return c;
+}
+
+// Seed 909; the long row at T = 0.8, top_p = 0.9: the cpu backend's blocked top-p draws from the
+// caller's row.
+TEST(Distribution, TopPOverALongRow) {
+  Case c = long_row_case(10);
+  c.params.temperature = 0.8f;
+  c.params.top_p = 0.9f;
+  const int64_t masked = masked_tokens(c);
+  ASSERT_GT(masked, 1000);
+  ASSERT_LT(masked, 32000 - 1000);
+  expect_fits(c, 909);
+}
+
+// Seed 910; the long row penalised over a 600-token history (head tokens among them) at T = 0.7,
+// top_p = 0.85: the cpu backend's draw from the penalised caller's row.
+TEST(Distribution, PenalisedTopPOverALongRow) {
+  Case c = long_row_case(11);
+  c.params.temperature = 0.7f;
+  c.params.top_p = 0.85f;
+  c.params.repetition_penalty = 1.3f;
+  c.params.frequency_penalty = 0.4f;
+  c.params.presence_penalty = 0.2f;
+  for (TokenId t = 0; t < 300; ++t) c.prompt.push_back(t * 101 % 32000);
+  for (TokenId t = 0; t < 300; ++t) c.output.push_back(t % 5 == 0 ? t * 997 % 32000 : t * 89);
+  const int64_t masked = masked_tokens(c);
+  ASSERT_GT(masked, 1000);
+  ASSERT_LT(masked, 32000 - 1000);
+  expect_fits(c, 910);
 }
 
 // Seed 808; vocab 10000, logits uniform in [-2, 2]; min_p = 0.1 keeps those above -0.30, about
