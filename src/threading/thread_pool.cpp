@@ -38,17 +38,19 @@ void poll_until(Done done) {
   }
 }
 
-// How many forks lie between this process and the one that made the first pool (the handler is
-// registered then). A pool whose workers started in an earlier generation is a forked child's
-// copy: its workers stayed in the parent. Process-wide, like the process id it stands for, and
-// cheaper to read than getpid() on every run (a system call, about 140 ns on this project's
-// machine). Were the handler not registered (out of memory), forks would go unseen, as before.
-uint64_t fork_generation() {
-  static std::atomic<uint64_t> forks{0};
-  [[maybe_unused]] static const int registered =
-      pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1, std::memory_order_relaxed); });
-  return forks.load(std::memory_order_relaxed);
-}
+// How many forks lie between this process and the one that loaded the library: a pool whose
+// workers started in an earlier generation is a forked child's copy, its workers stayed in the
+// parent. Process-wide, like the process id it stands for, and cheaper to read than getpid() on
+// every run (a system call, about 140 ns on this project's machine). The handler is registered
+// as the library loads, not at a first use: a function-local static's guard, held by a thread
+// while it registers, would be inherited held by a child forked meanwhile, and hang its first
+// pool. A pool made before that (from another file's static initialiser), or a registration
+// that failed (out of memory), would leave forks unseen, as before.
+std::atomic<uint64_t> forks_seen{0};
+[[maybe_unused]] const int fork_handler_registered =
+    pthread_atfork(nullptr, nullptr, [] { forks_seen.fetch_add(1, std::memory_order_relaxed); });
+
+uint64_t fork_generation() { return forks_seen.load(std::memory_order_relaxed); }
 
 }  // namespace
 
@@ -64,6 +66,10 @@ ThreadPool::ThreadPool(int num_threads) : fork_generation_(fork_generation()) {
     stop_workers();
     throw;
   }
+}
+
+int ThreadPool::num_threads() const {
+  return fork_generation_ == fork_generation() ? static_cast<int>(workers_.size()) + 1 : 1;
 }
 
 ThreadPool::~ThreadPool() {
@@ -82,7 +88,7 @@ void ThreadPool::leave_workers_behind() {
   std::construct_at(&done_);
   for (std::thread& t : workers_) std::construct_at(&t);
   workers_.clear();
-  running_.store(false, std::memory_order_relaxed);  // a run in progress at the fork stayed too
+  running_.store(false, std::memory_order_relaxed);  // set by a thread that stayed in the parent
   fork_generation_ = fork_generation();
 }
 

@@ -25,7 +25,7 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int num_threads() const;  // 1 in a forked child: its workers stayed in the parent
 
   // How long after the last run was published a worker claimed its first task (the wake-up a
   // sleeping worker costs), or -1 when the caller ran every task (or the run went in order).

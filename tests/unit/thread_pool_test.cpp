@@ -155,8 +155,8 @@ TEST(ThreadPool, AForkedChildRunsTheTasksInOrderAndDestroysThePool) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    alarm(20);  // a hang ends the child by SIGALRM
-    bool ok = true;
+    alarm(20);                           // a hang ends the child by SIGALRM
+    bool ok = pool->num_threads() == 1;  // before any run too
     for (int r = 0; r < 3 && ok; ++r) {
       std::vector<int64_t> order;
       auto task = [&](int64_t i, int worker) {
