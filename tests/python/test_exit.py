@@ -8,7 +8,11 @@ import sys
 import pytest
 
 PRELUDE = """
-import atexit, os, sys, threading, time
+import atexit, os, sys, threading, time, warnings
+# Python 3.12+ warns at os.fork() in a process with other threads (the sampler's workers among
+# them); the forks here are the point of the tests.
+warnings.filterwarnings("ignore", message=r".*use of fork\\(\\) may lead to deadlocks",
+                        category=DeprecationWarning)
 import numpy as np
 import lastmile
 x = np.random.default_rng(0).standard_normal((64, 128256)).astype(np.float32)
