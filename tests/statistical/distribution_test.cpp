@@ -248,7 +248,8 @@ TEST(Distribution, MinP) {
 
 TEST(Distribution, ATopPSetOneTokenOffIsRejected) {
   // The draws of TopP (seed 303, top_p = 0.75) against the distribution with one token more in
-  // the kept set (the largest p keeping one more) must fail: the boundary rule is in reach.
+  // the kept set (the smallest p above 0.75, in steps of 0.001, that keeps one more) must fail:
+  // the boundary rule is in reach.
   Case c = base_case(150, 3);
   c.params.top_p = 0.75f;
   const std::vector<int64_t> counts = histogram(c, 303);

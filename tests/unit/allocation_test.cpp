@@ -34,15 +34,18 @@ bool injected_failure() noexcept {
 namespace {
 std::atomic<size_t> g_largest_allocation{0};
 
-void* counted_malloc(size_t size) noexcept {
+void count_allocation(size_t size) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   size_t largest = g_largest_allocation.load(std::memory_order_relaxed);
   while (size > largest && !g_largest_allocation.compare_exchange_weak(largest, size)) {
   }
+}
+void* counted_malloc(size_t size) noexcept {
+  count_allocation(size);
   return std::malloc(size ? size : 1);
 }
 void* counted_aligned(size_t size, std::align_val_t align) noexcept {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  count_allocation(size);
   const auto a = static_cast<size_t>(align);
   return std::aligned_alloc(a, (size + a - 1) / a * a);
 }
