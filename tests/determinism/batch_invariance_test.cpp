@@ -2,11 +2,16 @@
 // logprobs whatever its row, its companions, the batch size (1, 3, 99) or the thread count
 // (1, 2, 3), at vocab 111 and 32001.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <set>
+#include <span>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "unit/test_util.hpp"
@@ -182,6 +187,59 @@ INSTANTIATE_TEST_SUITE_P(Vocab, BatchInvariance, ::testing::Values(111, 32001),
                          [](const ::testing::TestParamInfo<int64_t>& info) {
                            return "Vocab" + std::to_string(info.param);
                          });
+
+// The invariance tests above pass trivially if every row runs on the caller: a batch's rows must
+// really reach the pool's threads. A processor records which thread edits each row and takes
+// 0.2 ms at it, so that spreading pays (RowSchedule); over 8 calls of 64 rows on 3 threads, some
+// row must run off the caller, and the tokens must be those of one thread.
+class ThreadRecorder : public lastmile::LogitsProcessor {
+ public:
+  bool is_argmax_invariant() const override { return true; }
+  void apply(const lastmile::ProcessorRow&, std::span<float>) const override {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    std::lock_guard lock(mutex_);
+    threads_.insert(std::this_thread::get_id());
+  }
+  size_t threads_seen() const {
+    std::lock_guard lock(mutex_);
+    return threads_.size();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::set<std::thread::id> threads_;
+};
+
+TEST(BatchInvarianceThreads, RowsReallyRunOnThePoolsThreads) {
+  constexpr int64_t kVocab = 1000, kRows = 64;
+  std::vector<float> logits;
+  std::vector<Row> rows;
+  for (int64_t r = 0; r < kRows; ++r) {
+    const std::vector<float> x = lcg_logits(kVocab, 500 + static_cast<uint64_t>(r));
+    logits.insert(logits.end(), x.begin(), x.end());
+    rows.push_back(row_with(companion_params(static_cast<uint64_t>(r))));
+    rows.back().params.seed = static_cast<uint64_t>(r);  // the unseeded kind too: same draws
+  }
+  const Batch batch = make_batch(rows);
+  std::vector<std::vector<TokenId>> tokens;
+  size_t threads_seen = 0;
+  for (int threads : {1, 3}) {
+    auto recorder = std::make_shared<ThreadRecorder>();
+    SamplerConfig config = make_config(kVocab, kRows, LogprobsMode::raw_logprobs, threads);
+    config.logits_processors = {recorder};
+    Sampler sampler(config);
+    for (int call = 0; call < 8; ++call) {
+      const SamplerOutput& out =
+          sampler.sample(LogitsView::f32(logits.data(), kRows, kVocab), batch);
+      tokens.emplace_back(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
+    }
+    threads_seen = recorder->threads_seen();
+  }
+  EXPECT_GE(threads_seen, size_t{2}) << "every row of 8 calls ran on one thread";
+  for (size_t call = 1; call < tokens.size(); ++call) EXPECT_EQ(tokens[call], tokens[0]) << call;
+}
 
 // RequestBatch: the same request keeps its tokens when companions come, go and change order.
 std::vector<TokenId> request_batch_run(int64_t vocab, bool with_companions, int threads) {
