@@ -23,6 +23,7 @@
 #include "full_sort_baseline.hpp"
 #include "lastmile/lastmile.hpp"
 #include "llm_logits.hpp"
+#include "reference/float16.hpp"
 #include "threading/thread_pool.hpp"
 
 namespace lastmile::cli {
@@ -298,6 +299,31 @@ std::vector<unsigned char> make_logits(const Scenario& s) {
   return bytes;
 }
 
+// What was timed must be right, or its figures mean nothing: every token of ours in the
+// vocabulary and on a finite logit, and a greedy row's the baseline's (its argmax by another
+// road; random rows draw by other random numbers). `baseline`: the baseline's tokens, as floats
+// (exact below 2^24). Throws naming the scenario and row.
+void check_tokens(const Scenario& s, const LogitsView& view, const Batch& batch,
+                  const SamplerOutput& ours, const std::vector<float>& baseline) {
+  for (int64_t r = 0; r < s.batch; ++r) {
+    const TokenId token = ours.sampled_token_ids[static_cast<size_t>(r)];
+    const std::string where = s.name + " row " + std::to_string(r) + ": token ";
+    if (token < 0 || token >= s.vocab)
+      throw Error(ErrorCode::internal, where + std::to_string(token) + " outside the vocabulary");
+    const size_t at = static_cast<size_t>(r * s.vocab + token);
+    const float logit = s.dtype == DType::f32
+                            ? static_cast<const float*>(view.data)[at]
+                            : detail::bf16_to_f32(static_cast<const uint16_t*>(view.data)[at]);
+    if (!std::isfinite(logit))
+      throw Error(ErrorCode::internal, where + std::to_string(token) + " has logit -inf");
+    const auto expected = static_cast<TokenId>(baseline[static_cast<size_t>(r)]);
+    if (batch.requests[static_cast<size_t>(r)].params.is_greedy() && token != expected)
+      throw Error(ErrorCode::internal, where + std::to_string(token) +
+                                           " is greedy, and the baseline's argmax is " +
+                                           std::to_string(expected));
+  }
+}
+
 Result run_scenario(const Scenario& s) {
   Result result{s};
   std::vector<unsigned char> bytes = make_logits(s);
@@ -391,6 +417,8 @@ Result run_scenario(const Scenario& s) {
         static_cast<uint64_t>(r), scratch[static_cast<size_t>(worker)]));
   };
   result.baseline_us = median_seconds([&] { pool.run(s.batch, baseline); }) / rows * 1e6;
+  Sampler checked(config);  // sink holds the baseline's tokens from its last call
+  check_tokens(s, view, batch, checked.sample(view, batch), sink);
   return result;
 }
 
