@@ -52,6 +52,7 @@ struct Scenario {
   // (above the L3 of today's server CPUs: the Xeon in docs/performance-log.md shares 260 MB), so
   // rows come from memory as a decode step's do (one row read again stays in a core's L2).
   bool fresh_rows = false;
+  bool long_tail = false;  // long-tailed logits, not LLM-shaped or flat ones (llm_logits.hpp)
 };
 
 // Bytes of logits a fresh_rows scenario cycles through.
@@ -195,6 +196,24 @@ std::vector<Scenario> all_scenarios(int threads) {
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.min_p = 0.05f; },
                {}});
+  // No targets: where the bench's LLM shape is kind to top-p and min-p (README, Performance).
+  s.push_back({"topp_long_tail",
+               64,
+               kLlama,
+               DType::f32,
+               false,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
+               {}});
+  s.back().long_tail = true;
+  s.push_back({"minp_flat",
+               64,
+               kLlama,
+               DType::f32,
+               true,
+               threads,
+               [](int64_t, BatchRequest& r, auto&) { r.params.min_p = 0.05f; },
+               {}});
   auto mix = [](int64_t vocab) {
     return [vocab](int64_t row, BatchRequest& r, std::vector<TokenId>& h) {
       serving_mix(row, r, h, vocab);
@@ -274,7 +293,9 @@ std::vector<unsigned char> make_logits(const Scenario& s) {
   const size_t element = s.dtype == DType::f32 ? 4 : 2;
   std::vector<unsigned char> bytes(static_cast<size_t>(s.batch * s.vocab) * element);
   for (int64_t r = 0; r < s.batch; ++r) {
-    if (s.flat)
+    if (s.long_tail)
+      fill_long_tail_row(rng, row.data(), s.vocab);
+    else if (s.flat)
       fill_flat_row(rng, row.data(), s.vocab);
     else
       fill_llm_row(rng, row.data(), s.vocab);
