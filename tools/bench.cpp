@@ -462,6 +462,64 @@ double fitted_exponent(const std::vector<std::pair<double, double>>& points) {
   return (n * sxy - sx * sy) / (n * sxx - sx * sx);
 }
 
+// Issue #3's targets that this run's scenarios allow, printed met or not, and returned for the
+// JSON: ratios to the roofline, to the baseline and to a twin timed in turns, and the exponents.
+nlohmann::json report_targets(const std::vector<Result>& results, const nlohmann::json& scaling) {
+  struct Target {
+    std::string name;
+    double value, low, high;
+  };
+  std::vector<Target> targets;
+  auto find = [&](const std::string& name) -> const Result* {
+    for (const Result& r : results)
+      if (r.scenario.name == name) return &r;
+    return nullptr;
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [name, limit] :
+       std::vector<std::pair<std::string, double>>{{"greedy", 1.5},
+                                                   {"temperature", 3},
+                                                   {"topk_topp", 3},
+                                                   {"topp", 3},
+                                                   {"minp", 3},
+                                                   {"serving_mix", 4},
+                                                   {"serving_mix_qwen", 4}})
+    if (const Result* r = find(name))
+      targets.push_back({name + " ours/roofline", r->ours_us / r->roofline_us, 0, limit});
+  for (const std::string name : {"topk_topp", "topp"})
+    if (const Result* r = find(name))
+      targets.push_back({name + " baseline/ours", r->baseline_us / r->ours_us, 50, inf});
+  if (const Result* r = find("topp_flat"))
+    targets.push_back({"topp_flat / topp (in turns)", r->ours_us / r->twin_us, 0, 2});
+  if (const Result* r = find("serving_mix"))
+    targets.push_back({"serving_mix 2 vs 1 thread (in turns)", r->twin_us / r->ours_us, 1.7, inf});
+  if (const Result* r = find("stateful_history_32k"))
+    targets.push_back({"stateful 32k / no history (in turns)", r->ours_us / r->twin_us, 0, 1.2});
+  for (const char* exponent : {"batch_exponent", "vocab_exponent"})
+    if (scaling.contains(exponent))
+      targets.push_back(
+          {std::string("scaling ") + exponent, scaling[exponent].get<double>(), 0.85, 1.15});
+  nlohmann::json json = nlohmann::json::array();
+  if (targets.empty()) return json;
+  int met = 0;
+  for (const Target& t : targets) met += t.value >= t.low && t.value <= t.high;
+  std::printf("\ntargets (issue #3): %d of %zu met\n", met, targets.size());
+  for (const Target& t : targets) {
+    const bool ok = t.value >= t.low && t.value <= t.high;
+    char range[32];
+    if (t.high == inf)
+      std::snprintf(range, sizeof range, ">= %.2g", t.low);
+    else if (t.low == 0)
+      std::snprintf(range, sizeof range, "<= %.2g", t.high);
+    else
+      std::snprintf(range, sizeof range, "%.2f-%.2f", t.low, t.high);
+    std::printf("  %-38s %8.2f  %-10s %s\n", t.name.c_str(), t.value, range,
+                ok ? "met" : "NOT MET");
+    json.push_back({{"name", t.name}, {"value", t.value}, {"target", range}, {"met", ok}});
+  }
+  return json;
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
@@ -533,6 +591,7 @@ int run_bench(const BenchOptions& options) {
                              {"median_us_per_row", r.ours_us},
                              {"roofline_us_per_row", r.roofline_us},
                              {"baseline_us_per_row", r.baseline_us}});
+    if (s.twin != Scenario::Twin::none) scenario_json.back()["twin_us_per_row"] = r.twin_us;
   }
   // The roofline's own exponents beside ours: where a batch outgrows a cache level its read
   // slows per byte (on a Xeon's 105 MB L3, 64 rows of 256000 fp32 tokens read 2-2.5x slower a
@@ -550,12 +609,19 @@ int run_bench(const BenchOptions& options) {
       roof_by_vocab.emplace_back(r.scenario.vocab, roofline_per_call);
     }
   }
-  if (by_batch.size() > 1)
+  nlohmann::json scaling_json = nlohmann::json::object();
+  if (by_batch.size() > 1) {
+    scaling_json["batch_exponent"] = fitted_exponent(by_batch);
+    scaling_json["batch_roofline_exponent"] = fitted_exponent(roof_by_batch);
     std::printf("\nscaling: time per call ~ batch^%.2f (roofline ^%.2f)", fitted_exponent(by_batch),
                 fitted_exponent(roof_by_batch));
-  if (by_vocab.size() > 1)
+  }
+  if (by_vocab.size() > 1) {
+    scaling_json["vocab_exponent"] = fitted_exponent(by_vocab);
+    scaling_json["vocab_roofline_exponent"] = fitted_exponent(roof_by_vocab);
     std::printf(", ~ vocab^%.2f (roofline ^%.2f)", fitted_exponent(by_vocab),
                 fitted_exponent(roof_by_vocab));
+  }
   if (by_batch.size() > 1 || by_vocab.size() > 1) std::printf("\n");
   for (const Result& r : results) {
     const char* twin = nullptr;
@@ -576,13 +642,17 @@ int run_bench(const BenchOptions& options) {
                 r.scenario.name.c_str(), r.ours_us / r.twin_us, twin, r.twin_us);
   }
 
+  const nlohmann::json targets_json = report_targets(results, scaling_json);
+
   if (!options.json_path.empty()) {
     const nlohmann::json doc = {{"machine",
                                  {{"cpu", cpu_model()},
                                   {"hardware_threads", std::thread::hardware_concurrency()},
                                   {"simd_target", cpu::dispatch_target_name()},
                                   {"backend", backend_name}}},
-                                {"scenarios", scenario_json}};
+                                {"scenarios", scenario_json},
+                                {"scaling", scaling_json},
+                                {"targets", targets_json}};
     std::ofstream out(options.json_path);
     out << doc.dump(2) << '\n';
     out.close();  // a full disk shows at the flush: checked after it
