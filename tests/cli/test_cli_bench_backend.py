@@ -30,6 +30,11 @@ def main():
             if "reference" not in doc["machine"]["backend"]:
                 problems.append(f"machine.backend is {doc['machine']['backend']!r}")
             s = doc["scenarios"][0]
+            # decode_b1 is timed in turns with its one-thread twin and has no target of its own.
+            if not s.get("twin_us_per_row", 0) > 0:
+                problems.append(f"decode_b1 has no twin time: {sorted(s)}")
+            if doc.get("targets") != [] or "scaling" not in doc:
+                problems.append(f"targets {doc.get('targets')!r}, scaling {doc.get('scaling')!r}")
             ratio = s["median_us_per_row"] / s["baseline_us_per_row"]
             if ratio < 0.05:
                 problems.append(f"ours {s['median_us_per_row']:.1f} us/row is {ratio:.4f}x the "
