@@ -179,6 +179,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
                {}});
+  const Scenario topp_rows = s.back();
   s.push_back({"topp_flat",
                64,
                kLlama,
@@ -196,24 +197,16 @@ std::vector<Scenario> all_scenarios(int threads) {
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.min_p = 0.05f; },
                {}});
+  const Scenario minp_rows = s.back();
   // No targets: where the bench's LLM shape is kind to top-p and min-p (README, Performance).
-  s.push_back({"topp_long_tail",
-               64,
-               kLlama,
-               DType::f32,
-               false,
-               threads,
-               [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
-               {}});
-  s.back().long_tail = true;
-  s.push_back({"minp_flat",
-               64,
-               kLlama,
-               DType::f32,
-               true,
-               threads,
-               [](int64_t, BatchRequest& r, auto&) { r.params.min_p = 0.05f; },
-               {}});
+  Scenario long_tail = topp_rows;
+  long_tail.name = "topp_long_tail";
+  long_tail.long_tail = true;
+  s.push_back(long_tail);
+  Scenario flat_min_p = minp_rows;
+  flat_min_p.name = "minp_flat";
+  flat_min_p.flat = true;
+  s.push_back(flat_min_p);
   auto mix = [](int64_t vocab) {
     return [vocab](int64_t row, BatchRequest& r, std::vector<TokenId>& h) {
       serving_mix(row, r, h, vocab);
