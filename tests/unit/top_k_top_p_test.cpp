@@ -139,41 +139,18 @@ TEST(TopP, AppliesToTheTopKRenormalisedDistribution) {
   EXPECT_EQ(kept(processed_logits(x, sampled_row(2, 0.5f)), x), std::vector<TokenId>{2});
 }
 
-TEST(TopP, EqualityMasksUnderTopKToo) {
-  // A.2's tie at p = 0.7 (0.1f + 0.2f == 1 - 0.7f) with top-k on (k = 4 of 5, the fifth -inf):
-  // top-p then runs on top-k's survivors, a path of its own, where the 0.2 token must go too.
-  std::vector<float> x = a2_logits();
-  x.push_back(-kInf);
-  EXPECT_EQ(kept(processed_logits(x, sampled_row(4, 0.7f)), x), (std::vector<TokenId>{0, 2}));
-  // The draw decides the cut on its own (no logprobs asked): it must never pick the 0.2 token.
-  constexpr int kRows = 2000;
-  std::vector<float> logits;
-  std::vector<Row> rows;
-  for (int r = 0; r < kRows; ++r) {
-    logits.insert(logits.end(), x.begin(), x.end());
-    rows.push_back(sampled_row(4, 0.7f));
-    rows.back().params.seed = static_cast<uint64_t>(r);
-  }
-  const std::vector<TokenId> tokens = sample_tokens(5, logits, rows);
-  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), 3), 0);
-  EXPECT_EQ(
-      std::count(tokens.begin(), tokens.end(), 0) + std::count(tokens.begin(), tokens.end(), 2),
-      kRows);
-}
-
 // Every top-p below keeps exactly `expected` of x on both backends, in the processed row and in
-// 200 seeded draws (no logprobs asked: the draw decides the cut on its own), with top-k off and
-// with a top-k that keeps every token.
+// `draws` seeded draws (no logprobs asked: the draw decides the cut on its own), with top-k off
+// and with top_k = vocab - 1, which keeps every finite token of the rows here (ties included).
 void expect_top_p_keeps(const std::vector<float>& x, float top_p,
-                        const std::vector<TokenId>& expected) {
+                        const std::vector<TokenId>& expected, int draws = 200) {
   const auto vocab = static_cast<int64_t>(x.size());
   for (int32_t top_k : {0, static_cast<int32_t>(vocab - 1)}) {
     SCOPED_TRACE(top_k);
     EXPECT_EQ(kept(processed_logits(x, sampled_row(top_k, top_p)), x), expected);
-    constexpr int kRows = 200;
     std::vector<float> logits;
     std::vector<Row> rows;
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < draws; ++r) {
       logits.insert(logits.end(), x.begin(), x.end());
       rows.push_back(sampled_row(top_k, top_p));
       rows.back().params.seed = static_cast<uint64_t>(r);
@@ -181,6 +158,14 @@ void expect_top_p_keeps(const std::vector<float>& x, float top_p,
     for (TokenId t : sample_tokens(vocab, logits, rows))
       ASSERT_TRUE(std::binary_search(expected.begin(), expected.end(), t)) << "drew " << t;
   }
+}
+
+TEST(TopP, EqualityMasksUnderTopKToo) {
+  // A.2's tie at p = 0.7 (0.1f + 0.2f == 1 - 0.7f) with top-k on (k = 4 of 5, the fifth -inf):
+  // top-p then runs on top-k's survivors, a path of its own, where the 0.2 token must go too.
+  std::vector<float> x = a2_logits();
+  x.push_back(-kInf);
+  expect_top_p_keeps(x, 0.7f, {0, 2}, 2000);
 }
 
 TEST(TopP, EqualityMasksOnRowsPastTheLists) {
