@@ -34,7 +34,7 @@ struct Scenario {
   int64_t batch;
   int64_t vocab;
   DType dtype = DType::f32;
-  bool flat = false;  // N(0, 1) logits instead of LLM-shaped ones
+  LogitsShape shape = LogitsShape::llm;  // llm_logits.hpp
   int threads;
   std::function<void(int64_t row, BatchRequest&, std::vector<TokenId>& history)> request;
   std::optional<int32_t> num_logprobs;
@@ -52,7 +52,6 @@ struct Scenario {
   // (above the L3 of today's server CPUs: the Xeon in docs/performance-log.md shares 260 MB), so
   // rows come from memory as a decode step's do (one row read again stays in a core's L2).
   bool fresh_rows = false;
-  bool long_tail = false;  // long-tailed logits, not LLM-shaped or flat ones (llm_logits.hpp)
 };
 
 // Bytes of logits a fresh_rows scenario cycles through.
@@ -150,7 +149,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                64,
                kLlama,
                DType::f32,
-               false,
+               LogitsShape::llm,
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.temperature = 0.0f; },
                {}});
@@ -158,7 +157,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                64,
                kLlama,
                DType::f32,
-               false,
+               LogitsShape::llm,
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.temperature = 0.8f; },
                {}});
@@ -166,7 +165,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                64,
                kLlama,
                DType::f32,
-               false,
+               LogitsShape::llm,
                threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                {}});
@@ -175,7 +174,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                64,
                kLlama,
                DType::f32,
-               false,
+               LogitsShape::llm,
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
                {}});
@@ -184,7 +183,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                64,
                kLlama,
                DType::f32,
-               true,
+               LogitsShape::flat,
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.top_p = 0.95f; },
                {}});
@@ -193,7 +192,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                64,
                kLlama,
                DType::f32,
-               false,
+               LogitsShape::llm,
                threads,
                [](int64_t, BatchRequest& r, auto&) { r.params.min_p = 0.05f; },
                {}});
@@ -201,26 +200,27 @@ std::vector<Scenario> all_scenarios(int threads) {
   // No targets: where the bench's LLM shape is kind to top-p and min-p (README, Performance).
   Scenario long_tail = topp_rows;
   long_tail.name = "topp_long_tail";
-  long_tail.long_tail = true;
+  long_tail.shape = LogitsShape::long_tail;
   s.push_back(long_tail);
   Scenario flat_min_p = minp_rows;
   flat_min_p.name = "minp_flat";
-  flat_min_p.flat = true;
+  flat_min_p.shape = LogitsShape::flat;
   s.push_back(flat_min_p);
   auto mix = [](int64_t vocab) {
     return [vocab](int64_t row, BatchRequest& r, std::vector<TokenId>& h) {
       serving_mix(row, r, h, vocab);
     };
   };
-  s.push_back({"serving_mix", 64, kLlama, DType::f32, false, threads, mix(kLlama), 5});
+  s.push_back({"serving_mix", 64, kLlama, DType::f32, LogitsShape::llm, threads, mix(kLlama), 5});
   s.back().twin = Scenario::Twin::one_thread;  // serving_mix_1thread, in turns
-  s.push_back({"serving_mix_1thread", 64, kLlama, DType::f32, false, 1, mix(kLlama), 5});
-  s.push_back({"serving_mix_qwen", 64, kQwen, DType::bf16, false, threads, mix(kQwen), 5});
+  s.push_back({"serving_mix_1thread", 64, kLlama, DType::f32, LogitsShape::llm, 1, mix(kLlama), 5});
+  s.push_back(
+      {"serving_mix_qwen", 64, kQwen, DType::bf16, LogitsShape::llm, threads, mix(kQwen), 5});
   s.push_back({"decode_b1",
                1,
                kLlama,
                DType::f32,
-               false,
+               LogitsShape::llm,
                threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                {}});
@@ -234,7 +234,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                  b,
                  kLlama,
                  DType::f32,
-                 false,
+                 LogitsShape::llm,
                  threads,
                  [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                  {}});
@@ -243,12 +243,12 @@ std::vector<Scenario> all_scenarios(int threads) {
                  64,
                  v,
                  DType::f32,
-                 false,
+                 LogitsShape::llm,
                  threads,
                  [](int64_t, BatchRequest& r, auto&) { topk_topp(r); },
                  {}});
   // vLLM's default max_logprobs at a 32k vocabulary: more logprobs than the row has blocks.
-  s.push_back({"logprobs20_v32000", 64, 32000, DType::f32, false, threads,
+  s.push_back({"logprobs20_v32000", 64, 32000, DType::f32, LogitsShape::llm, threads,
                [](int64_t, BatchRequest& r, auto&) { topk_topp(r); }, 20});
   // A grammar's mask applied by the engine: 16 tokens left, fewer than top-k's 50.
   Scenario masked = topk_topp_rows;
@@ -260,7 +260,7 @@ std::vector<Scenario> all_scenarios(int threads) {
                 8,
                 kLlama,
                 DType::f32,
-                false,
+                LogitsShape::llm,
                 threads,
                 [h](int64_t row, BatchRequest& r, std::vector<TokenId>& history) {
                   std::mt19937_64 rng(static_cast<uint64_t>(row) + 7);
@@ -286,12 +286,7 @@ std::vector<unsigned char> make_logits(const Scenario& s) {
   const size_t element = s.dtype == DType::f32 ? 4 : 2;
   std::vector<unsigned char> bytes(static_cast<size_t>(s.batch * s.vocab) * element);
   for (int64_t r = 0; r < s.batch; ++r) {
-    if (s.long_tail)
-      fill_long_tail_row(rng, row.data(), s.vocab);
-    else if (s.flat)
-      fill_flat_row(rng, row.data(), s.vocab);
-    else
-      fill_llm_row(rng, row.data(), s.vocab);
+    fill_row(s.shape, rng, row.data(), s.vocab);
     if (s.finite > 0) {  // every (vocab / finite)-th entry kept
       const int64_t stride = s.vocab / s.finite;
       for (int64_t v = 0; v < s.vocab; ++v)
@@ -405,7 +400,7 @@ Result run_scenario(const Scenario& s) {
     std::vector<unsigned char> twin_bytes;
     if (s.twin == Scenario::Twin::llm_shaped) {
       Scenario llm_shaped = s;
-      llm_shaped.flat = false;
+      llm_shaped.shape = LogitsShape::llm;
       twin_bytes = make_logits(llm_shaped);
       twin_sampler.emplace(config);
       calls.push_back([&] {

@@ -36,4 +36,17 @@ inline void fill_flat_row(std::mt19937_64& rng, float* row, int64_t vocab) {
   for (int64_t v = 0; v < vocab; ++v) row[v] = body(rng);
 }
 
+enum class LogitsShape { llm, flat, long_tail };
+
+inline void fill_row(LogitsShape shape, std::mt19937_64& rng, float* row, int64_t vocab) {
+  switch (shape) {
+    case LogitsShape::llm:
+      return fill_llm_row(rng, row, vocab);
+    case LogitsShape::flat:
+      return fill_flat_row(rng, row, vocab);
+    case LogitsShape::long_tail:
+      return fill_long_tail_row(rng, row, vocab);
+  }
+}
+
 }  // namespace lastmile::cli
