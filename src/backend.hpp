@@ -188,6 +188,11 @@ class Backend {
   // +inf.
   virtual bool summarise_row(const void* src, DType dtype, int64_t n, RawRowSummary* summary,
                              const ParallelFor& parallel) const = 0;
+  // Only the block maxima that summary holds, in one read without the softmax's Exp (blocks of
+  // the same size), `parallel` splitting the read; false when the backend has no such pass or
+  // src holds NaN / +inf.
+  virtual bool block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
+                            const ParallelFor& parallel) const = 0;
 
   // Entries a list in SortScratch's ids and values may hold for a row of n (a worker reserves
   // that much): every kernel that lists keeps within it, deciding longer lists on the row itself

@@ -99,6 +99,11 @@ class CpuBackend final : public Backend {
     return summary->known;
   }
 
+  bool block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
+                    const ParallelFor& parallel) const override {
+    return caller_row_block_maxima(src, dtype, n, maxima, parallel);
+  }
+
   TokenId row_argmax(const float* x, int64_t n) const override {
     return static_cast<TokenId>(cpu::row_argmax(x, static_cast<size_t>(n)));
   }

@@ -284,13 +284,6 @@ bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, dou
   return true;
 }
 
-void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima) {
-  maxima->block = block_size(n);
-  maxima->blocks = (static_cast<size_t>(n) + maxima->block - 1) / maxima->block;
-  static_cast<void>(  // a NaN-free row: nothing to check
-      cpu::source_block_max(src, dtype, static_cast<size_t>(n), maxima->block, maxima->max));
-}
-
 namespace {
 
 // The maxima of the quotients src / t by blocks of `block` entries, in one read split over the
@@ -311,6 +304,18 @@ bool quotient_block_maxima(const void* src, DType dtype, size_t n, float t, size
   // The pass rejected +inf, so only a division can make one.
   return t == 1.0f || cpu::divide(maxima, (n + block - 1) / block, t) < 0;
 }
+
+}  // namespace
+
+bool caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
+                             const ParallelFor& parallel) {
+  const auto size = static_cast<size_t>(n);
+  maxima->block = block_size(n);
+  maxima->blocks = (size + maxima->block - 1) / maxima->block;
+  return quotient_block_maxima(src, dtype, size, 1.0f, maxima->block, maxima->max, parallel);
+}
+
+namespace {
 
 // min_p without the softmax's sum: when no entry lies in min_p_cut's range (selection.hpp), the
 // kept set is the one the statistics pass would give for any sum, so block maxima and a listing

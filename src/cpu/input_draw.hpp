@@ -94,8 +94,10 @@ static_assert(BlockMaxima::kMaxBlocks == kMaxBlocks, "block maxima are the rows'
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
                         BlockMaxima* maxima, cpu::ConvertedRow out = {},
                         const ParallelFor& parallel = {});
-// The block maxima alone, of a NaN-free row.
-void caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima);
+// The block maxima alone (blocks of block_size(n)), in one read that `parallel` may split (fixed
+// vocab chunks: the same maxima); false on a NaN / +inf.
+bool caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
+                             const ParallelFor& parallel = {});
 
 // The k-th largest quotient of src / t by group maxima (groups of 64 to 1024 entries, at least
 // 4k of them): each group's max is an entry, so the k-th largest max m has k entries at or above

@@ -145,7 +145,7 @@ RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima
   float max = kNegInf;
   double total = 0;
   if (!caller_row_softmax(src, dtype, n, &max, &total, maxima, {}, parallel)) {
-    caller_row_block_maxima(src, dtype, n, maxima);
+    static_cast<void>(caller_row_block_maxima(src, dtype, n, maxima));  // a checked row
     const auto size = static_cast<size_t>(n);
     for (size_t i = 0; i < size; ++i) max = std::max(max, entry(src, dtype, i));
     if (max != kNegInf)
@@ -186,7 +186,7 @@ RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, 
   else if (log_softmax)
     values = log_softmax_terms(src, dtype, n, &local, parallel);
   else
-    caller_row_block_maxima(src, dtype, n, &local);
+    static_cast<void>(caller_row_block_maxima(src, dtype, n, &local, parallel));  // checked
   const float v = values(entry(src, dtype, static_cast<size_t>(token_id)));
   const int64_t rank =
       count_blocks_at_least(src, dtype, size, maxima, smallest_with_value_at_least(values, v));

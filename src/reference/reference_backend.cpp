@@ -103,6 +103,10 @@ class ReferenceBackend final : public Backend {
     return false;
   }
 
+  bool block_maxima(const void*, DType, int64_t, BlockMaxima*, const ParallelFor&) const override {
+    return false;  // as summarise_row
+  }
+
   int64_t convert_row(const void* src, DType dtype, float* dst, int64_t n) const override {
     int64_t bad = -1;
     for (int64_t i = 0; i < n; ++i) {

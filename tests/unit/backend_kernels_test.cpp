@@ -371,6 +371,61 @@ TEST_P(BackendKernels, ConvertRowSummarisedIsConvertAndTheRawLogprobsOfTheRow) {
     }
 }
 
+// The block maxima alone: each block's largest widened entry, in the summary's blocks, found
+// by the backends that summarise (split backwards as well); false on NaN or +inf anywhere, also
+// when the same lane of the next vector holds -inf (a lane's running max may drop the NaN).
+TEST_P(BackendKernels, BlockMaximaAreEachBlocksLargestEntry) {
+  RepeatedRow row = repeated_row(17);
+  for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
+    SCOPED_TRACE(dtype == lastmile::DType::f32    ? "f32"
+                 : dtype == lastmile::DType::bf16 ? "bf16"
+                                                  : "f16");
+    const bool wide = dtype == lastmile::DType::f32;
+    const void* src = wide ? static_cast<const void*>(row.wide.data())
+                           : static_cast<const void*>(row.halves.data());
+    std::vector<float> widened(row.wide.size());
+    lastmile::detail::reference_backend().convert_row(src, dtype, widened.data(), n());
+    lastmile::detail::RawRowSummary summary;
+    const bool summarised = backend().summarise_row(src, dtype, n(), &summary, {});
+    for (const lastmile::detail::ParallelFor& split :
+         {lastmile::detail::ParallelFor{}, kBackwards}) {
+      lastmile::detail::BlockMaxima maxima;
+      const bool found = backend().block_maxima(src, dtype, n(), &maxima, split);
+      ASSERT_EQ(found, summarised);
+      if (!found) continue;
+      ASSERT_EQ(maxima.block, summary.maxima.block);
+      ASSERT_EQ(maxima.blocks, (static_cast<size_t>(n()) + maxima.block - 1) / maxima.block);
+      for (size_t b = 0; b < maxima.blocks; ++b) {
+        const auto start = static_cast<int64_t>(b * maxima.block);
+        const int64_t end = std::min<int64_t>(n(), start + static_cast<int64_t>(maxima.block));
+        EXPECT_EQ(maxima.max[b], *std::max_element(widened.begin() + start, widened.begin() + end))
+            << "block " << b;
+      }
+    }
+    if (!summarised) continue;
+    const uint16_t nan_bits = dtype == lastmile::DType::bf16 ? 0x7fc1 : 0x7e00;
+    const uint16_t inf_bits = dtype == lastmile::DType::bf16 ? 0x7f80 : 0x7c00;
+    for (const int64_t at : {int64_t{0}, n() / 2, n() - 1})
+      for (const bool nan : {true, false}) {
+        RepeatedRow bad = row;
+        auto set = [&](int64_t i, float value, uint16_t bits) {
+          if (i >= n()) return;
+          if (wide)
+            bad.wide[static_cast<size_t>(i)] = value;
+          else
+            bad.halves[static_cast<size_t>(i)] = bits;
+        };
+        set(at, nan ? std::nanf("") : kInf, nan ? nan_bits : inf_bits);
+        set(at + 16, -kInf, static_cast<uint16_t>(inf_bits | 0x8000));
+        const void* bad_src = wide ? static_cast<const void*>(bad.wide.data())
+                                   : static_cast<const void*>(bad.halves.data());
+        lastmile::detail::BlockMaxima maxima;
+        EXPECT_FALSE(backend().block_maxima(bad_src, dtype, n(), &maxima, {}))
+            << (nan ? "NaN" : "+inf") << " at " << at;
+      }
+  }
+}
+
 // NaN or +inf, the input's or the repetition's, anywhere: the index convert_row_repeated gives,
 // and nothing known.
 TEST_P(BackendKernels, ConvertRowSummarisedFindsInputAndOverflowedValues) {
