@@ -66,11 +66,11 @@ ParallelFor chunks_over(ThreadPool& pool) {
 // sample()), rather than side by side: a lone row always; a few rows only if each leaves two
 // threads or more to itself and all of them split (a row the steps edit does not, and would lose
 // the thread it had).
-bool split_rows(const BatchPlan& plan, const Batch& batch, DType dtype, int threads) {
+bool split_rows(const BatchPlan& plan, const Batch& batch, int threads) {
   if (plan.num_rows == 1) return true;
   if (plan.num_rows * 2 > threads) return false;
   return std::all_of(batch.requests.begin(), batch.requests.end(),
-                     [&](const BatchRequest& r) { return reads_only_callers_row(plan, r, dtype); });
+                     [&](const BatchRequest& r) { return reads_only_callers_row(plan, r); });
 }
 
 void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_token; }
@@ -80,7 +80,7 @@ void run_pipeline(RowStep& row) {
   // 1  raw modes: step 8 reads the caller's row, which no step edits (raw_logprobs.cpp)
   // 2-7 in one read (or two) for an unedited row whose working row nothing reads: greedy, random
   if (take_greedy_token_from_input(row) || draw_token_from_input(row) ||
-      take_greedy_token_from_penalised_input(row) || draw_token_from_penalised_input(row)) {
+      take_greedy_token_within_callers_bounds(row) || draw_token_from_penalised_input(row)) {
     if (!row.failed()) gather_logprobs(row);  // 8  raw modes only, from the caller's row
     return store_sampled_token(row);
   }
@@ -207,7 +207,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   reserve_scratch(batch, kept);
   out_.prepare(plan);
   failures_.resize(plan.num_rows);
-  if (split_rows(plan, batch, logits.dtype, pool_.num_threads())) {
+  if (split_rows(plan, batch, pool_.num_threads())) {
     // A lone row over the pool only while its workers still poll from the last call
     // (split_window.hpp). A few rows (4 threads or more) split as before: their passes share one
     // wake-up, which this 2-core machine cannot measure.

@@ -1,18 +1,22 @@
 // Step 7a — greedy argmax (spec §7a, §8.1), on the step-6 logits before temperature.
-// Lowest index among equal maxima (PyTorch's argmax), computed for greedy rows only. A greedy
-// row that steps 3-6 leave alone and whose working row no logprob reads (none asked, or a raw
-// mode) takes its argmax straight from the caller's float32 row: steps 2-7a in one checked read
-// (split as the row allows), the same token.
+// Lowest index among equal maxima (PyTorch's argmax), computed for greedy rows only. An unedited
+// float32 greedy row whose working row no logprob reads, and whose raw logprobs (if any) need no
+// softmax, takes its argmax straight from the caller's row: steps 2-7a in one checked read (split
+// as the row allows), the same token.
 // When steps 3-6 can only lower entries (penalties with repetition >= 1, frequency and presence
-// >= 0; masks to -inf), no working-row entry exceeds the caller's, so the block maxima that raw
-// logprobs learn of the caller's row bound each block: only blocks whose bound could still beat
-// the best so far are read (usually one). A row that only step 6 edits, in a raw_logprobs batch,
-// then needs no working row at all: each such block is widened and penalised alone.
+// >= 0; masks to -inf), no working-row entry exceeds the caller's, so the caller's row's block
+// maxima bound each block: only blocks whose bound could still beat the best so far are read
+// (usually one). A row that no step edits but step 6, lowering, and whose working row no logprob
+// reads then needs no working row at all: one read learns the bounds (with raw logprobs' softmax
+// terms when step 8 needs them, which it then reads instead of the row), and each block read is
+// widened, and penalised, alone. A bf16 or f16 row so reads its 2-byte logits about once, where
+// the steps wrote and read a float32 row of twice their size.
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "pipeline/penalised_blocks.hpp"
 #include "pipeline/steps.hpp"
@@ -64,8 +68,8 @@ void take_greedy_token(RowStep& row) {
 }
 
 bool take_greedy_token_from_input(RowStep& row) {
-  if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.logprobs_read_working_row() ||
-      row.edited_before_sampling())
+  if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.plan.needs_raw_softmax() ||
+      row.logprobs_read_working_row() || row.edited_before_sampling())
     return false;
   int64_t first_bad = -1;
   row.greedy_token = row.backend.argmax_checked(static_cast<const float*>(row.input_row()),
@@ -75,22 +79,36 @@ bool take_greedy_token_from_input(RowStep& row) {
   return true;
 }
 
-bool take_greedy_token_from_penalised_input(RowStep& row) {
-  if (!row.sampling.greedy || !greedy_penalised_from_callers_row(row.plan, row.request))
-    return false;
+bool take_greedy_token_within_callers_bounds(RowStep& row) {
+  if (!row.sampling.greedy || !greedy_within_callers_bounds(row.plan, row.request)) return false;
+  // One read learns the bounds: with step 8's softmax terms when it needs them, else alone.
   RawRowSummary& summary = row.scratch.raw_summary;
-  const bool summarised = row.backend.summarise_row(row.input_row(), row.input.dtype,
-                                                    row.vocab_size(), &summary, row.split);
-  const BlockMaxima* bounds = summarised ? row.callers_row_bounds() : nullptr;
+  BlockMaxima maxima_alone;
+  const BlockMaxima* bounds = nullptr;
+  if (row.plan.needs_raw_softmax()) {
+    if (row.backend.summarise_row(row.input_row(), row.input.dtype, row.vocab_size(), &summary,
+                                  row.split))
+      bounds = row.callers_row_bounds();
+  } else if (row.backend.block_maxima(row.input_row(), row.input.dtype, row.vocab_size(),
+                                      &maxima_alone, row.split)) {
+    bounds = &maxima_alone;
+  }
   if (bounds == nullptr || bounds->block > kPenalisedBlock) {
     summary.known = false;
-    return false;  // NaN / +inf (the steps report it), or blocks too long: the steps
+    return false;  // NaN / +inf (the steps report it), no such pass, or blocks too long: the steps
   }
-  PenalisedBlocks penalised_blocks(row, bounds->block);
+  std::optional<PenalisedBlocks> penalised_blocks;
+  if (penalised(row.plan, row.params())) penalised_blocks.emplace(row, bounds->block);
+  const auto* input = static_cast<const char*>(row.input_row());
+  const size_t element = element_size(row.input.dtype);
   std::array<float, kPenalisedBlock> block;
   row.greedy_token =
       argmax_within_bounds(*bounds, row.vocab_size(), [&](int64_t start, int64_t count) {
-        penalised_blocks.read(start, count, block.data());
+        if (penalised_blocks)
+          penalised_blocks->read(start, count, block.data());
+        else  // checked by the read that found the bounds
+          row.backend.convert_row(input + static_cast<size_t>(start) * element, row.input.dtype,
+                                  block.data(), count);
         const int64_t id = start + row.backend.row_argmax(block.data(), count);
         return std::pair{block[static_cast<size_t>(id - start)], id};
       });

@@ -58,10 +58,10 @@ bool penalties_only_lower(const RequestParams& p) {
 
 }  // namespace
 
-bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
+bool greedy_within_callers_bounds(const BatchPlan& plan, const BatchRequest& request) {
   const RequestParams& p = request.params;
-  return p.is_greedy() && plan.needs_raw_softmax() && !edited_before_penalties(plan, request) &&
-         penalised(plan, p) && penalties_only_lower(p);
+  return p.is_greedy() && !plan.logprobs_read_working_row() &&
+         !edited_before_penalties(plan, request) && penalties_only_lower(p);
 }
 
 bool random_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request) {
@@ -79,9 +79,8 @@ const BlockMaxima* RowStep::callers_row_bounds() const {
   return bounded ? &maxima : nullptr;
 }
 
-bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype) {
-  return !plan.logprobs_read_working_row() && !edited_before_sampling(plan, request) &&
-         (!request.params.is_greedy() || dtype == DType::f32);
+bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request) {
+  return !plan.logprobs_read_working_row() && !edited_before_sampling(plan, request);
 }
 
 bool RowStep::edited_before_sampling() const {

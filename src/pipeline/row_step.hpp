@@ -84,11 +84,12 @@ struct RowSampling {
 bool edited_before_sampling(const BatchPlan& plan, const BatchRequest& request);
 bool edited_before_penalties(const BatchPlan& plan, const BatchRequest& request);
 bool penalised(const BatchPlan& plan, const RequestParams& params);
-// Whether a greedy row of a raw_logprobs batch is edited by step 6 alone, whose penalties only
-// lower entries (repetition >= 1, frequency and presence >= 0): its argmax and logprobs then read
-// only the caller's row, unless the backend declines (greedy.cpp). Such a row is not counted
-// below: a backend that declines would leave it to the steps, which do not split.
-bool greedy_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest& request);
+// Whether a greedy row is edited by no step but step 6, whose penalties only lower entries
+// (repetition >= 1, frequency and presence >= 0), and its working row is read by no logprob: its
+// argmax (and raw logprobs) then read only the caller's row, unless the backend declines
+// (greedy.cpp). Only the unedited ones count below: a backend that declines a penalised one
+// leaves it to the steps, which do not split.
+bool greedy_within_callers_bounds(const BatchPlan& plan, const BatchRequest& request);
 // Whether a random row is edited by step 6 alone, lowering entries, and its working row is read
 // by no logprob and no custom processor: the backend may then draw it from the caller's row and
 // its penalised blocks (draw.cpp). Not counted below either.
@@ -96,7 +97,7 @@ bool random_penalised_from_callers_row(const BatchPlan& plan, const BatchRequest
 // Whether a row's work is, unless the backend declines, reads of the caller's row (the input
 // draw or argmax, raw logprobs), which may split over threads: no step edits it and no logprob
 // reads the working row.
-bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request, DType dtype);
+bool reads_only_callers_row(const BatchPlan& plan, const BatchRequest& request);
 
 struct RowStep {
   const BatchPlan& plan;

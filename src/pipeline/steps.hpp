@@ -20,13 +20,14 @@ void gather_logprobs(RowStep& row);                                 // 8
 
 // Step 7's parts (spec §8, §9), called by sample_tokens.
 void take_greedy_token(RowStep& row);
-// Steps 2-7a in one read for an unedited greedy row whose working row no logprob reads; false:
-// run the steps.
+// Steps 2-7a in one read for an unedited float32 greedy row whose working row no logprob reads
+// and whose raw logprobs need no softmax; false: run the steps.
 bool take_greedy_token_from_input(RowStep& row);
-// Steps 2-7a for a greedy row of a raw_logprobs batch that only step 6 edits, lowering entries:
-// one read of the caller's row (step 8's softmax terms) and the few blocks that could hold the
-// argmax, penalised alone; no working row. False: run the steps.
-bool take_greedy_token_from_penalised_input(RowStep& row);
+// Steps 2-7a for a greedy row that no step but step 6 edits, lowering entries, and whose working
+// row no logprob reads: one read of the caller's row for its block maxima (with step 8's softmax
+// terms when it needs them) and the few blocks that could hold the argmax, widened and penalised
+// alone; no working row. False: run the steps.
+bool take_greedy_token_within_callers_bounds(RowStep& row);
 void apply_temperature(RowStep& row);
 void apply_min_p(RowStep& row);
 void apply_top_k_top_p(RowStep& row);

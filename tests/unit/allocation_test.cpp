@@ -131,9 +131,12 @@ TEST(Allocation, SteadyStateSampleAllocatesNothing) {
   batch.requests[5].params.logprob_token_ids = std::vector<TokenId>{7, 8};
   batch.requests[5].params.min_tokens = 9;
   batch.requests[5].params.stop_token_ids = {0};
-  for (int threads : {1, 2})
-    EXPECT_EQ(steady_state_allocations(logits, kRows, kVocab, batch, threads), 0)
-        << "threads " << threads;
+  for (const bool logprobs : {true, false}) {  // without: the greedy row by block maxima alone
+    if (!logprobs) batch.num_logprobs.reset();
+    for (int threads : {1, 2})
+      EXPECT_EQ(steady_state_allocations(logits, kRows, kVocab, batch, threads), 0)
+          << "threads " << threads << " logprobs " << logprobs;
+  }
 }
 
 // Penalised min_p rows drawn from the caller's row (no working row), with raw logprobs (the

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -1805,23 +1807,37 @@ void expect_the_oracles_tokens(PenalisedBatch& data, bool bf16, int trial) {
     EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r]) << "trial " << trial << " row " << r;
 }
 
-// Greedy rows with raw logprobs and penalties take their argmax from the blocks whose caller's
-// max could hold it, penalised alone (no working row). The history holds the largest tokens (the
-// argmax moves to another block), equal values sit in several blocks (the lowest id wins), and
-// some rows raise entries (negative penalties, repetition below 1, a logit bias: the steps, every
-// block read); one bans the two largest (the steps, whose argmax reads the working row's blocks
-// by the same bounds). The token must be the oracle's on every row, fp32 and bf16.
-TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
+// The logprobs a batch may ask for without its greedy rows' working rows: none, raw logits (block
+// maxima alone bound the argmax) and raw logprobs (the softmax's read learns them).
+void for_each_raw_logprobs_request(lastmile::Batch& batch,
+                                   const std::function<void(const std::string&)>& check) {
+  for (std::optional<lastmile::LogprobsMode> mode :
+       {std::optional<lastmile::LogprobsMode>{}, std::optional(lastmile::LogprobsMode::raw_logits),
+        std::optional(lastmile::LogprobsMode::raw_logprobs)}) {
+    batch.num_logprobs.reset();
+    if (mode) batch.num_logprobs = 2;
+    batch.logprobs_mode = mode;
+    check(mode ? mode == lastmile::LogprobsMode::raw_logits ? "raw_logits" : "raw_logprobs"
+               : "no logprobs");
+  }
+}
+
+// Greedy rows that penalties alone edit, or nothing, take their argmax from the blocks whose
+// caller's max could hold it, penalised alone (no working row), with or without raw logprobs. The
+// history holds the largest tokens (the argmax moves to another block), equal values sit in
+// several blocks (the lowest id wins), and some rows raise entries (negative penalties,
+// repetition below 1, a logit bias: the steps, every block read); one bans the two largest (the
+// steps, whose argmax reads the working row's blocks by the same bounds); two have no penalties.
+// The token must be the oracle's on every row, fp32 and bf16.
+TEST(CpuBackendProperty, GreedyRowsWithinTheirBlockBoundsGiveTheOraclesArgmax) {
   std::mt19937_64 rng(29);
   for (int trial = 0; trial < 12; ++trial) {
     const int64_t vocab = trial % 3 == 0 ? 128256 : 40000 + static_cast<int64_t>(rng() % 5000);
-    const int rows = 8;
+    const int rows = 10;
     PenalisedBatch data(vocab, rows);
     std::vector<std::vector<lastmile::TokenId>>& histories = data.histories;
     lastmile::Batch& batch = data.batch;
     std::normal_distribution<float> body(0.0f, 2.5f);
-    batch.num_logprobs = 2;
-    batch.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
     for (int r = 0; r < rows; ++r) {
       float* row = data.row(r);
       for (int64_t i = 0; i < vocab; ++i) row[i] = body(rng);
@@ -1847,8 +1863,12 @@ TEST(CpuBackendProperty, PenalisedGreedyRowsGiveTheOraclesArgmax) {
       if (r == 4)  // masks lower too: the steps, the working row's argmax by blocks
         p.bad_words_token_ids = {{static_cast<lastmile::TokenId>(order[0])},
                                  {static_cast<lastmile::TokenId>(order[1])}};
+      if (r >= 8) p = greedy_params();  // no penalties
     }
-    expect_the_oracles_tokens(data, trial % 2 == 1, trial);
+    for_each_raw_logprobs_request(batch, [&](const std::string& mode) {
+      SCOPED_TRACE(mode);
+      expect_the_oracles_tokens(data, trial % 2 == 1, trial);
+    });
   }
 }
 
@@ -1889,7 +1909,8 @@ TEST(CpuBackendProperty, PenaltiesAreTheOraclesToTheBit) {
 // reads: scans, at times buckets) or none (one read), through the prompt (repetition only, repeats
 // counting once), the output (1-3 times) and drafts (counted only when predicting the bonus token),
 // with peaks at a block's first and last entries and in the last, short block. The token must be
-// the oracle's, fp32 and bf16, with and without the bonus token.
+// the oracle's, fp32 and bf16, with and without the bonus token, and whatever raw logprobs the
+// batch asks for.
 TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
   std::mt19937_64 rng(37);
   for (int trial = 0; trial < 8; ++trial) {
@@ -1898,8 +1919,6 @@ TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
     const int64_t blocks = (vocab + 2047) / 2048;
     PenalisedBatch data(vocab, rows);
     lastmile::Batch& batch = data.batch;
-    batch.num_logprobs = 1;
-    batch.logprobs_mode = lastmile::LogprobsMode::raw_logprobs;
     batch.predict_bonus_token = trial % 4 >= 2;
     std::vector<std::vector<lastmile::TokenId>> prompts(rows), drafts(rows);
     std::uniform_real_distribution<float> above(10.0f, 10.5f);
@@ -1952,7 +1971,10 @@ TEST(CpuBackendProperty, PenalisedBlocksScannedOrBucketedGiveTheOraclesArgmax) {
       p.frequency_penalty = r % 3 == 0 ? 0.0f : 0.2f + 0.1f * static_cast<float>(r);
       p.presence_penalty = r == 4 ? 0.0f : 0.15f;
     }
-    expect_the_oracles_tokens(data, trial % 2 == 1, trial);
+    for_each_raw_logprobs_request(batch, [&](const std::string& mode) {
+      SCOPED_TRACE(mode);
+      expect_the_oracles_tokens(data, trial % 2 == 1, trial);
+    });
   }
 }
 
