@@ -997,9 +997,9 @@ TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const Draw
 // token. What this declines (an entry in the range, or over a quarter of the blocks by bounds,
 // which count no fewer than the working row's maxima) the steps decide, as draw_by_softmax does
 // over the working row, where declining changes no token either. Top-k without min_p (then
-// top-p) lists its candidates from the caller's row (draw_top_k_from_penalised_row); top-p alone,
-// when the raw summary is asked for, lists the entries near the max and bounds the rest by the
-// summary's total (draw_top_p_from_penalised_row).
+// top-p) lists its candidates from the caller's row (draw_top_k_from_penalised_row); top-p alone
+// lists the entries near the max and bounds the rest by the raw summary's total, learned here
+// when not asked for (draw_top_p_from_penalised_row).
 TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const DrawParams& params,
                                    double u, SortScratch scratch, RawRowSummary* summary,
                                    const ParallelFor& parallel) {
@@ -1009,19 +1009,23 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
       params.min_p > 0.0f && params.top_k >= n && !(params.apply_top_p && params.top_p < 1.0f);
   const bool top_k =
       params.min_p == 0.0f && top_k_group_size(size, 2 * params.top_k) > 0 && row.lower != nullptr;
-  const bool top_p_alone = summary != nullptr && row.lower != nullptr && params.apply_top_p &&
-                           params.top_p < 1.0f && params.top_k >= n && params.min_p == 0.0f;
+  const bool top_p_alone = row.lower != nullptr && params.apply_top_p && params.top_p < 1.0f &&
+                           params.top_k >= n && params.min_p == 0.0f;
   if (summary != nullptr) summary->known = false;
   if (!top_k && !top_p_alone && (!min_p_alone || !min_p_by_maxima_fits(size, params.min_p)))
     return kNoInputDraw;  // unread
-  if (summary != nullptr) {
-    summary->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
-                                                summary, parallel);
-    if (!summary->known) return kNoInputDraw;
+  // Top-p alone bounds the unlisted entries by the raw summary's total: learned here when no
+  // logprob asks for it, as one Exp pass at t = 1 where the steps would take the working row's.
+  RawRowSummary own;
+  RawRowSummary* const learned = summary != nullptr ? summary : top_p_alone ? &own : nullptr;
+  if (learned != nullptr) {
+    learned->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
+                                                learned, parallel);
+    if (!learned->known) return kNoInputDraw;
   }
   if (top_k) return draw_top_k_from_penalised_row(row, size, params, u, scratch, parallel);
   if (top_p_alone)
-    return draw_top_p_from_penalised_row(row, size, params, u, scratch, *summary, parallel);
+    return draw_top_p_from_penalised_row(row, size, params, u, scratch, *learned, parallel);
   BlockMaxima caller_maxima;
   const BlockMaxima* bounds = &caller_maxima;
   if (summary != nullptr) {

@@ -127,8 +127,9 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
                                       double u, SortScratch scratch, const RawRowSummary& summary,
                                       const ParallelFor& parallel);
 // Backend::draw_from_penalised_input: min_p alone, top-k (then top-p) with a list of 2k
-// candidates at least among its groups, or top-p alone with the raw summary asked for (the rest
-// declined unread), as draw_from_caller_row decides them over the working row.
+// candidates at least among its groups, or top-p alone by the raw summary (learned when not
+// asked for; the rest declined unread), as draw_from_caller_row decides them over the working
+// row.
 TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const DrawParams& params,
                                    double u, SortScratch scratch, RawRowSummary* summary,
                                    const ParallelFor& parallel);

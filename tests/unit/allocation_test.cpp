@@ -215,7 +215,7 @@ TEST(Allocation, PenalisedTopKRowsFromAListAllocateNothing) {
 }
 
 // Penalised top-p rows list the entries near the max (the body lies 20 below) and bound the rest
-// by the raw summary (raw logprobs), or run the steps (no logprobs).
+// by the raw summary (learned when no logprob asks for it).
 TEST(Allocation, PenalisedTopPRowsFromAListAllocateNothing) {
   expect_penalised_list_rows_allocate_nothing(
       -20.0f, [](int r, lastmile::RequestParams& p) { p.top_p = r < 2 ? 0.8f : 0.95f; });

@@ -1631,8 +1631,9 @@ TEST(CpuBackendProperty, PenalisedTopKDrawEqualsTheDrawFromTheWorkingRow) {
 // N(0, 4) whose top reaches the list), flat N(0, 1) rows (the body decides: it must decline, or
 // still be right), some with ties among the largest, a quarter in bf16's values (ties all through
 // the row); the working row lowers the largest 3, 60 of the largest 100, or 200 at random; top-p
-// 0.5 to 0.99 at temperatures 0.7, 1 and 1.6. Without the raw summary it declines unread; a row
-// with NaN is declined.
+// 0.5 to 0.99 at temperatures 0.7, 1 and 1.6. Not asked for the raw summary (no logprobs), it
+// learns one and gives what it gives with it, the same token or a decline; a row with NaN is
+// declined either way.
 TEST(CpuBackendProperty, PenalisedTopPDrawEqualsTheDrawFromTheWorkingRow) {
   std::mt19937_64 rng(29);
   Scratch a(cpu()), b(oracle());
@@ -1661,22 +1662,26 @@ TEST(CpuBackendProperty, PenalisedTopPDrawEqualsTheDrawFromTheWorkingRow) {
     const float temperatures[] = {0.7f, 1.0f, 1.6f};
     params.temperature = temperatures[trial / 6 % 3];
     const std::string where = "trial " + std::to_string(trial);
-    for (int k = 0; k < 8; ++k)
-      expect_the_working_rows_draw(src, working, params, (k + 0.5) / 8, true, a, b, &answered,
-                                   &declined, where);
-    const int reads = g_working_reads, lists = g_lowered_lists;
-    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
-                                              a.get(src.size()), nullptr, kSerial),
-              lastmile::detail::kNoInputDraw)
-        << where;
-    EXPECT_EQ(g_working_reads, reads) << where;
-    EXPECT_EQ(g_lowered_lists, lists) << where;
+    for (int k = 0; k < 8; ++k) {
+      const double u = (k + 0.5) / 8;
+      expect_the_working_rows_draw(src, working, params, u, true, a, b, &answered, &declined,
+                                   where);
+      lastmile::detail::RawRowSummary summary;
+      EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, u,
+                                                a.get(src.size()), nullptr, kSerial),
+                cpu().draw_from_penalised_input(working_row_of(src, working), n, params, u,
+                                                a.get(src.size()), &summary, kSerial))
+          << where << " u " << u;
+    }
     src[static_cast<size_t>(order[50])] = std::numeric_limits<float>::quiet_NaN();
-    lastmile::detail::RawRowSummary summary;
-    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
-                                              a.get(src.size()), &summary, kSerial),
-              lastmile::detail::kNoInputDraw)
-        << where;
+    for (bool summarised : {false, true}) {
+      lastmile::detail::RawRowSummary summary;
+      EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.5,
+                                                a.get(src.size()), summarised ? &summary : nullptr,
+                                                kSerial),
+                lastmile::detail::kNoInputDraw)
+          << where;
+    }
   }
   EXPECT_GT(answered, 400);
   EXPECT_GT(declined, 50);
