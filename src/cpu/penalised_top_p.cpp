@@ -2,7 +2,8 @@
 // (part of Backend::draw_from_penalised_input).
 // Through the steps, such a row costs two Exp passes: the raw row's for its logprobs, and the
 // working row's (penalised, divided) for top-p's total. On an LLM-shaped row the entries far below
-// the max hold a tiny share of that total, and the raw summary already bounds it: with a = 1 / t,
+// the max hold a tiny share of that total, and the raw summary bounds it (one Exp pass, which a
+// batch without raw logprobs makes for this alone, writing no row): with a = 1 / t,
 // M the raw max and M' the penalised one (step 6 only lowers, x' <= x), an entry x < L weighs
 // exp((x' - M') a) <= exp(x - M) exp((M - M') a) exp((L - M)(a - 1)) when a >= 1, and the raw
 // summary gives the sum of exp(x - M). So the entries x >= L are listed from the caller's row,
