@@ -216,6 +216,11 @@ std::vector<Scenario> all_scenarios(int threads) {
   s.push_back({"serving_mix_1thread", 64, kLlama, DType::f32, LogitsShape::llm, 1, mix(kLlama), 5});
   s.push_back(
       {"serving_mix_qwen", 64, kQwen, DType::bf16, LogitsShape::llm, threads, mix(kQwen), 5});
+  // The same rows asking no logprobs, as most engines' requests do: none needs the raw log-sum's
+  // Exp pass but the top-p rows, whose draw bounds its list by it (no target).
+  s.push_back(s.back());
+  s.back().name = "mix_qwen_no_logprobs";
+  s.back().num_logprobs.reset();
   s.push_back({"decode_b1",
                1,
                kLlama,
