@@ -242,10 +242,12 @@ class Backend {
   // step), reading the caller's row in place and writing no working row. kNoInputDraw when the
   // backend has no such path for these parameters, or the row holds NaN / +inf or the division
   // makes one: the caller then runs the steps, which report it.
-  // `parallel` may split the passes over the row (fixed vocab chunks: the same token).
+  // `parallel` may split the passes over the row (fixed vocab chunks: the same token). With
+  // `summary`, also what summarise_row learns of src when a pass of the draw learns it on the way
+  // (a statistics pass at temperature 1: the same one), else known false.
   virtual TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                                  double u, SortScratch scratch,
-                                  const ParallelFor& parallel) const = 0;
+                                  double u, SortScratch scratch, const ParallelFor& parallel,
+                                  RawRowSummary* summary = nullptr) const = 0;
 
   // draw_from_input over a random row's working row after step 6 when only step 6 edits it,
   // lowering entries (repetition >= 1, frequency and presence >= 0), read through `row`'s blocks

@@ -189,9 +189,10 @@ class CpuBackend final : public Backend {
   }
 
   TokenId draw_from_input(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                          double u, SortScratch scratch,
-                          const ParallelFor& parallel) const override {
-    return draw_from_caller_row(src, dtype, n, params, u, scratch, parallel);
+                          double u, SortScratch scratch, const ParallelFor& parallel,
+                          RawRowSummary* summary) const override {
+    if (summary != nullptr) summary->known = false;
+    return draw_from_caller_row(src, dtype, n, params, u, scratch, parallel, summary);
   }
 
   TokenId draw_from_penalised_input(const PenalisedRow& row, int64_t n, const DrawParams& params,

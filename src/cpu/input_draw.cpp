@@ -286,6 +286,22 @@ bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, dou
 
 namespace {
 
+// A draw's statistics of a caller's row at t = 1 are caller_row_softmax's (the same blocks; with
+// a near list or a band, the same sums to the bit): what summarise_while_converting would learn,
+// into `summary` when asked for.
+void learn_raw_summary(const RowSoftmax& row, float t, RawRowSummary* summary) {
+  if (summary == nullptr || t != 1.0f) return;
+  summary->values = log_softmax_map(row.max, row.total);
+  summary->maxima.block = row.block;
+  summary->maxima.blocks = row.blocks;
+  std::copy(row.block_max, row.block_max + row.blocks, summary->maxima.max);
+  summary->known = true;
+}
+
+}  // namespace
+
+namespace {
+
 // The maxima of the quotients src / t by blocks of `block` entries, in one read split over the
 // row's chunks: division by t > 0 is monotone, so a block's largest quotient is its max divided.
 // False on a NaN / +inf, or a quotient that overflows to +inf.
@@ -379,7 +395,7 @@ std::optional<TokenId> draw_min_p_by_maxima(const void* src, DType dtype, size_t
 // pass lists those within a margin of that on the way, so the survivors need no second read
 // (unless rounding put the threshold lower).
 TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
-                        SortScratch scratch, const ParallelFor& parallel) {
+                        SortScratch scratch, const ParallelFor& parallel, RawRowSummary* summary) {
   constexpr float kMinPMargin = 0.01f;
   const auto size = static_cast<size_t>(n);
   const float t = params.temperature;
@@ -393,6 +409,7 @@ TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParam
   }
   RowSoftmax row;
   if (!row_softmax(src, dtype, size, t, &near, &row, parallel)) return kNoInputDraw;
+  learn_raw_summary(row, t, summary);
   if (row.max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   if (params.min_p > 0.0f) {
     const auto inv_sum = static_cast<float>(1.0 / row.total);
@@ -715,7 +732,7 @@ float kept_logit_ceiling(const RowSoftmax& row, double cut_mass) {
 // below the top, or list over 1/8 of the row, take draw_top_p_dense. A row that looks flat to
 // flat_row_band tries draw_top_p_banded first, on what the statistics pass marked.
 TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
-                   SortScratch scratch, const ParallelFor& parallel) {
+                   SortScratch scratch, const ParallelFor& parallel, RawRowSummary* summary) {
   constexpr float kLogitMargin = 1e-3f;  // far above the exp's 5.5 ULP, and max's rounding
   // Below the ceiling, in logits: the lowest kept one was within 2 of it on 94% of LLM-shaped rows.
   constexpr float kBelowCeiling = 2.0f;
@@ -732,6 +749,7 @@ TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& pa
   }
   if (!row_softmax(src, dtype, size, t, &none, &row, parallel, {}, flat ? &flat_band : nullptr))
     return kNoInputDraw;
+  learn_raw_summary(row, t, summary);
   if (row.max == kNegInf) return 0;
   if (flat) {
     if (const auto token =
@@ -980,14 +998,16 @@ std::optional<TokenId> draw_min_p_from_list(const PenalisedRow& row, size_t n,
 }  // namespace
 
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                             double u, SortScratch scratch, const ParallelFor& parallel) {
+                             double u, SortScratch scratch, const ParallelFor& parallel,
+                             RawRowSummary* summary) {
   const bool top_k = params.top_k<n, min_p = params.min_p> 0.0f;
   const bool top_p = params.apply_top_p && params.top_p < 1.0f;
   if (top_k && !min_p) return draw_top_k(src, dtype, n, params, u, scratch, parallel);
-  if (top_p && !top_k && !min_p) return draw_top_p(src, dtype, n, params, u, scratch, parallel);
+  if (top_p && !top_k && !min_p)
+    return draw_top_p(src, dtype, n, params, u, scratch, parallel, summary);
   if (top_k || top_p) return kNoInputDraw;
   // p = 1 top-p masks only tokens of probability 0, which the draw never picks (u > 0).
-  return draw_by_softmax(src, dtype, n, params, u, scratch, parallel);
+  return draw_by_softmax(src, dtype, n, params, u, scratch, parallel, summary);
 }
 
 // min_p alone over a penalised row read block by block. Step 6 only lowered entries, so the

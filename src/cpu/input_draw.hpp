@@ -113,8 +113,10 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
                                            const ParallelFor& parallel,
                                            float* listed_from = nullptr);
 
+// Backend::draw_from_input; `summary` (known false on entry) as it says.
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,
-                             double u, SortScratch scratch, const ParallelFor& parallel);
+                             double u, SortScratch scratch, const ParallelFor& parallel,
+                             RawRowSummary* summary);
 // The `listed` entries of a caller's row in scratch (id order) as steps 6 and 7b leave them:
 // lowered through row.lower, then divided by t, *bound divided with them (the same quotients as
 // the steps'); *lowered_max, if asked, the largest lowered entry before the division. False when

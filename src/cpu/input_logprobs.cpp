@@ -133,11 +133,6 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   top_n_of_list(src, dtype, n, values, listed, v, k, ids, out, scratch);
 }
 
-RawValues log_softmax_map(float max, double total) {
-  if (max == kNegInf) return {kNegInf, 0.0f};  // the identity: the row stays -inf
-  return {max, static_cast<float>(std::log(total))};
-}
-
 // log_softmax's max and log-sum of the caller's float32 view, with its block maxima: block
 // statistics in one read, or (over 2^20 entries) plainly.
 RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
@@ -155,6 +150,11 @@ RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima
 }
 
 }  // namespace
+
+RawValues log_softmax_map(float max, double total) {
+  if (max == kNegInf) return {kNegInf, 0.0f};  // the identity: the row stays -inf
+  return {max, static_cast<float>(std::log(total))};
+}
 
 bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
                                 const uint64_t* seen, float repetition_penalty,

@@ -41,12 +41,13 @@ DrawParams draw_params(const RowStep& row, float temperature) {
 // row (already divided: temperature 1, the same quotients). `split`: how its passes may split.
 // Only a caller's row is read by other threads: the working row was just written by this one,
 // and handing its cache lines to another core cost more than the split saved (README
-// Performance).
+// Performance). `summary`: the caller's row's raw summary, when step 8 needs it (a draw at
+// temperature 1 learns it on the way).
 bool draw_from(RowStep& row, const void* src, DType dtype, float temperature,
-               const ParallelFor& split) {
+               const ParallelFor& split, RawRowSummary* summary = nullptr) {
   const TokenId token = row.backend.draw_from_input(
       src, dtype, row.vocab_size(), draw_params(row, temperature),
-      uniform_open(row.seed, row.stream_step()), row.scratch.sort(), split);
+      uniform_open(row.seed, row.stream_step()), row.scratch.sort(), split, summary);
   if (token == kNoInputDraw) return false;
   row.sampled_token = token;
   return true;
@@ -67,7 +68,8 @@ struct PenalisedStep {
 bool draw_token_from_input(RowStep& row) {
   if (row.sampling.greedy || row.logprobs_read_working_row() || row.edited_before_sampling())
     return false;
-  return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature, row.split);
+  return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature, row.split,
+                   row.plan.needs_raw_softmax() ? &row.scratch.raw_summary : nullptr);
 }
 
 bool draw_token_from_penalised_input(RowStep& row) {

@@ -191,7 +191,8 @@ class ReferenceBackend final : public Backend {
 
   // The oracle runs the steps.
   TokenId draw_from_input(const void*, DType, int64_t, const DrawParams&, double, SortScratch,
-                          const ParallelFor&) const override {
+                          const ParallelFor&, RawRowSummary* summary) const override {
+    if (summary != nullptr) summary->known = false;
     return kNoInputDraw;
   }
 

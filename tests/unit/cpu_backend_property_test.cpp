@@ -594,11 +594,12 @@ TEST(CpuBackendProperty, DrawFromInputRelistsAChunkPastItsShare) {
 
 // The draw straight from a caller's row (no working row) against the oracle's steps on the same
 // row: convert, divide, min_p, top-k / top-p, draw. Every dtype, temperatures 1 and not, the
-// five shapes it serves (top-p alone only when its band fits) and one it must decline.
+// five shapes it serves (top-p alone only when its band fits) and one it must decline. Asked for
+// the raw summary, the same token, and at t = 1 the draw's statistics pass gives summarise_row's.
 TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
   std::mt19937_64 rng(16);
   Scratch a(cpu()), b(oracle());
-  int drawn = 0, drawn_top_p_alone = 0;
+  int drawn = 0, drawn_top_p_alone = 0, summaries_learned = 0;
   for (int trial = 0; trial < 900; ++trial) {
     const std::vector<float> row = random_row(rng);
     const auto n = static_cast<int64_t>(row.size());
@@ -644,6 +645,27 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
     // The row's chunks run last to first: the same token (a split never changes a result).
     EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
         << "trial " << trial;
+    // Asked for the raw summary: the same token, and what the draw learned at t = 1 (nothing at
+    // another t) is summarise_row's to the bit.
+    lastmile::detail::RawRowSummary learned, expected;
+    EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial, &learned),
+              fast)
+        << "trial " << trial;
+    if (learned.known) {
+      ++summaries_learned;
+      EXPECT_EQ(params.temperature, 1.0f) << "trial " << trial;
+      ASSERT_TRUE(cpu().summarise_row(src, dtype, n, &expected, kSerial)) << "trial " << trial;
+      EXPECT_EQ(std::bit_cast<uint32_t>(learned.values.max),
+                std::bit_cast<uint32_t>(expected.values.max))
+          << "trial " << trial;
+      EXPECT_EQ(std::bit_cast<uint32_t>(learned.values.log_sum),
+                std::bit_cast<uint32_t>(expected.values.log_sum))
+          << "trial " << trial;
+      ASSERT_EQ(learned.maxima.blocks, expected.maxima.blocks) << "trial " << trial;
+      EXPECT_EQ(learned.maxima.block, expected.maxima.block) << "trial " << trial;
+      for (size_t b = 0; b < learned.maxima.blocks; ++b)
+        EXPECT_EQ(learned.maxima.max[b], expected.maxima.max[b]) << "trial " << trial;
+    }
     if (shape == 5 && params.top_k < n) {
       EXPECT_EQ(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
       continue;
@@ -667,6 +689,7 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
   }
   EXPECT_GT(drawn, 500);
   EXPECT_GT(drawn_top_p_alone, 10);
+  EXPECT_GT(summaries_learned, 60);
 }
 
 // The k-th largest of a list, duplicates counted, against a sort, with repeats, -inf, and -0 /
