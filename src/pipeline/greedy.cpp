@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -30,15 +31,20 @@ namespace {
 // (value, id). The same token as one read of the whole row.
 template <class BlockArgmax>
 TokenId argmax_within_bounds(const BlockMaxima& bounds, int64_t n, BlockArgmax block_argmax) {
-  std::array<uint16_t, BlockMaxima::kMaxBlocks> order;
-  std::iota(order.begin(), order.begin() + bounds.blocks, uint16_t{0});
-  std::sort(order.begin(), order.begin() + bounds.blocks, [&](uint16_t a, uint16_t b) {
-    return bounds.max[a] > bounds.max[b] || (bounds.max[a] == bounds.max[b] && a < b);
-  });
+  // Taken from a heap, not sorted: the walk usually stops after a block or two, and sorting a
+  // 152k row's 75 blocks took about 4% of a greedy row's time (perf, bf16, one thread).
+  std::array<uint16_t, BlockMaxima::kMaxBlocks> heap;
+  auto end = heap.begin() + static_cast<std::ptrdiff_t>(bounds.blocks);
+  std::iota(heap.begin(), end, uint16_t{0});
+  auto later = [&](uint16_t a, uint16_t b) {  // the heap's top: the largest bound, lowest id
+    return bounds.max[a] < bounds.max[b] || (bounds.max[a] == bounds.max[b] && a > b);
+  };
+  std::make_heap(heap.begin(), end, later);
   float best = -std::numeric_limits<float>::infinity();
   int64_t best_id = std::numeric_limits<int64_t>::max();
-  for (size_t i = 0; i < bounds.blocks; ++i) {
-    const size_t b = order[i];
+  while (end != heap.begin()) {
+    std::pop_heap(heap.begin(), end, later);
+    const size_t b = *--end;
     if (bounds.max[b] < best) break;  // every later bound is lower still
     const auto start = static_cast<int64_t>(b * bounds.block);
     if (bounds.max[b] == best && start > best_id) continue;  // could only tie at a higher id
