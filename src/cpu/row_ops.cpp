@@ -708,8 +708,65 @@ bool block_max_pass(Source src, size_t n, size_t block, float* HWY_RESTRICT bloc
   return !bad.Any(d);
 }
 
+// block_max_pass over bf16 in its own bits, no widening: twice the lanes a vector and a third of
+// the operations (load, signed max, unsigned max against load, widen, shift, max and a check),
+// where a 152k row's block maxima took 7.6 us against 4.3 for the roofline's read (Zen 4, 64 rows
+// from L3). Non-negative bf16 values order as their bits taken as signed 16-bit integers,
+// negative ones the other way, so a block's max is its largest signed bits when any is
+// non-negative (the sign bit clear), else its smallest (rare: read again). NaN and +inf are the
+// signed bits above 0x7f7f, or the unsigned ones above 0xff80 (NaN with the sign set); each block's
+// signed max and the row's unsigned one show them. -0 and +0 may come out either way, as in
+// block_max_pass.
+bool bf16_block_max_pass(const uint16_t* HWY_RESTRICT x, size_t n, size_t block,
+                         float* HWY_RESTRICT block_max) {
+  const hn::ScalableTag<int16_t> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const size_t lanes = hn::Lanes(d);
+  const auto* bits = reinterpret_cast<const int16_t*>(x);
+  constexpr int16_t kLowest = std::numeric_limits<int16_t>::min(), kHighest = 0x7fff;
+  auto unsigned_max = hn::Zero(du);
+  int16_t signed_max = kLowest;
+  auto as_float = [](int16_t b) {
+    return std::bit_cast<float>(static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16);
+  };
+  for (size_t start = 0, b = 0; start < n; start += block, ++b) {
+    const size_t end = std::min(n, start + block);
+    auto max = hn::Set(d, kLowest);
+    size_t i = start;
+    for (; i + lanes <= end; i += lanes) {
+      const auto v = hn::LoadU(d, bits + i);
+      max = hn::Max(max, v);
+      unsigned_max = hn::Max(unsigned_max, hn::BitCast(du, v));
+    }
+    const size_t tail = end - i;
+    HWY_ALIGN int16_t padded[hn::MaxLanes(d)] = {};  // unsigned 0: no NaN
+    if (tail > 0) {
+      std::memcpy(padded, bits + i, tail * sizeof(int16_t));
+      const auto v = hn::Load(d, padded);
+      max = hn::Max(max, hn::IfThenElse(hn::FirstN(d, tail), v, hn::Set(d, kLowest)));
+      unsigned_max = hn::Max(unsigned_max, hn::BitCast(du, v));
+    }
+    int16_t block_bits = hn::GetLane(hn::MaxOfLanes(d, max));
+    signed_max = std::max(signed_max, block_bits);
+    if (block_bits < 0) {  // every entry negative: the smallest bits are the largest value
+      auto min = hn::Set(d, kHighest);
+      for (i = start; i + lanes <= end; i += lanes) min = hn::Min(min, hn::LoadU(d, bits + i));
+      if (tail > 0)
+        min = hn::Min(
+            min, hn::IfThenElse(hn::FirstN(d, tail), hn::Load(d, padded), hn::Set(d, kHighest)));
+      block_bits = hn::GetLane(hn::MinOfLanes(d, min));
+    }
+    block_max[b] = as_float(block_bits);
+  }
+  constexpr int16_t kPositiveInf = 0x7f80;
+  constexpr uint16_t kNegativeInf = 0xff80;
+  return signed_max < kPositiveInf && hn::GetLane(hn::MaxOfLanes(du, unsigned_max)) <= kNegativeInf;
+}
+
 bool source_block_max(const void* HWY_RESTRICT src, DType dtype, size_t n, size_t block,
                       float* HWY_RESTRICT block_max) {
+  if (dtype == DType::bf16)
+    return bf16_block_max_pass(static_cast<const uint16_t*>(src), n, block, block_max);
   return with_source(src, dtype,
                      [&](auto source) { return block_max_pass(source, n, block, block_max); });
 }

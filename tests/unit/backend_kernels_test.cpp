@@ -57,6 +57,8 @@ class BackendKernels : public ::testing::TestWithParam<KernelParam> {
       row.seen[w] = w % 3 == 0 ? 0 : w % 3 == 1 ? ~0ull : rng();
     return row;
   }
+  // BlockMaximaAreEachBlocksLargestEntry's checks on one row.
+  void expect_block_maxima_of(const RepeatedRow& row);
   // A worker's: lists of up to the backend's list_room(n) entries, exactly.
   SortScratch scratch() {
     const size_t room = backend().list_room(n());
@@ -372,10 +374,30 @@ TEST_P(BackendKernels, ConvertRowSummarisedIsConvertAndTheRawLogprobsOfTheRow) {
 }
 
 // The block maxima alone: each block's largest widened entry, in the summary's blocks, found
-// by the backends that summarise (split backwards as well); false on NaN or +inf anywhere, also
-// when the same lane of the next vector holds -inf (a lane's running max may drop the NaN).
+// by the backends that summarise (split backwards as well), on rows of both signs, of negative
+// entries only (bf16's bits order them the other way), and of zeros of both signs (equal: either
+// may come out); false on NaN (of either sign) or +inf anywhere, also when the same lane of the
+// next vector holds -inf (a lane's running max may drop the NaN).
 TEST_P(BackendKernels, BlockMaximaAreEachBlocksLargestEntry) {
-  RepeatedRow row = repeated_row(17);
+  for (int variant = 0; variant < 3; ++variant) {
+    RepeatedRow row = repeated_row(17 + static_cast<uint64_t>(variant));
+    if (variant == 1) {  // negative only
+      for (float& v : row.wide) v = -std::fabs(v);
+      for (uint16_t& b : row.halves) b |= 0x8000;
+    } else if (variant == 2) {  // +-0, and a -inf
+      for (size_t i = 0; i < row.wide.size(); ++i) {
+        row.wide[i] = i % 3 == 0 ? 0.0f : -0.0f;
+        row.halves[i] = i % 3 == 0 ? 0x0000 : 0x8000;
+      }
+      row.wide[0] = -kInf;
+      row.halves[0] = 0xfc00;  // f16's -inf, bf16's -2^121
+    }
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    expect_block_maxima_of(row);
+  }
+}
+
+void BackendKernels::expect_block_maxima_of(const RepeatedRow& row) {
   for (const auto dtype : {lastmile::DType::f32, lastmile::DType::bf16, lastmile::DType::f16}) {
     SCOPED_TRACE(dtype == lastmile::DType::f32    ? "f32"
                  : dtype == lastmile::DType::bf16 ? "bf16"
@@ -399,30 +421,34 @@ TEST_P(BackendKernels, BlockMaximaAreEachBlocksLargestEntry) {
         const auto start = static_cast<int64_t>(b * maxima.block);
         const int64_t end = std::min<int64_t>(n(), start + static_cast<int64_t>(maxima.block));
         EXPECT_EQ(maxima.max[b], *std::max_element(widened.begin() + start, widened.begin() + end))
-            << "block " << b;
+            << "block " << b;  // == : -0 equals +0
       }
     }
     if (!summarised) continue;
     const uint16_t nan_bits = dtype == lastmile::DType::bf16 ? 0x7fc1 : 0x7e00;
     const uint16_t inf_bits = dtype == lastmile::DType::bf16 ? 0x7f80 : 0x7c00;
     for (const int64_t at : {int64_t{0}, n() / 2, n() - 1})
-      for (const bool nan : {true, false}) {
-        RepeatedRow bad = row;
-        auto set = [&](int64_t i, float value, uint16_t bits) {
-          if (i >= n()) return;
-          if (wide)
-            bad.wide[static_cast<size_t>(i)] = value;
-          else
-            bad.halves[static_cast<size_t>(i)] = bits;
-        };
-        set(at, nan ? std::nanf("") : kInf, nan ? nan_bits : inf_bits);
-        set(at + 16, -kInf, static_cast<uint16_t>(inf_bits | 0x8000));
-        const void* bad_src = wide ? static_cast<const void*>(bad.wide.data())
-                                   : static_cast<const void*>(bad.halves.data());
-        lastmile::detail::BlockMaxima maxima;
-        EXPECT_FALSE(backend().block_maxima(bad_src, dtype, n(), &maxima, {}))
-            << (nan ? "NaN" : "+inf") << " at " << at;
-      }
+      for (const uint16_t sign : {uint16_t{0}, uint16_t{0x8000}})
+        for (const bool nan : {true, false}) {
+          if (!nan && sign != 0) continue;  // -inf is a logit
+          RepeatedRow bad = row;
+          auto set = [&](int64_t i, float value, uint16_t bits) {
+            if (i >= n()) return;
+            if (wide)
+              bad.wide[static_cast<size_t>(i)] = value;
+            else
+              bad.halves[static_cast<size_t>(i)] = bits;
+          };
+          const float nan_value = sign != 0 ? -std::nanf("") : std::nanf("");
+          set(at, nan ? nan_value : kInf,
+              static_cast<uint16_t>((nan ? nan_bits : inf_bits) | sign));
+          set(at + 16, -kInf, static_cast<uint16_t>(inf_bits | 0x8000));
+          const void* bad_src = wide ? static_cast<const void*>(bad.wide.data())
+                                     : static_cast<const void*>(bad.halves.data());
+          lastmile::detail::BlockMaxima maxima;
+          EXPECT_FALSE(backend().block_maxima(bad_src, dtype, n(), &maxima, {}))
+              << (nan ? "NaN" : "+inf") << " sign " << sign << " at " << at;
+        }
   }
 }
 
