@@ -79,8 +79,8 @@ void store_sampled_token(RowStep& row) { row.out.sampled[row.row] = row.sampled_
 void run_pipeline(RowStep& row) {
   // 1  raw modes: step 8 reads the caller's row, which no step edits (raw_logprobs.cpp)
   // 2-7 in one read (or two) for an unedited row whose working row nothing reads: greedy, random
-  if (take_greedy_token_from_input(row) || draw_token_from_input(row) ||
-      take_greedy_token_within_callers_bounds(row) || draw_token_from_penalised_input(row)) {
+  if (take_greedy_token_within_callers_bounds(row) || take_greedy_token_from_input(row) ||
+      draw_token_from_input(row) || draw_token_from_penalised_input(row)) {
     if (!row.failed()) gather_logprobs(row);  // 8  raw modes only, from the caller's row
     return store_sampled_token(row);
   }

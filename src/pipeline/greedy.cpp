@@ -1,8 +1,9 @@
 // Step 7a — greedy argmax (spec §7a, §8.1), on the step-6 logits before temperature.
 // Lowest index among equal maxima (PyTorch's argmax), computed for greedy rows only. An unedited
 // float32 greedy row whose working row no logprob reads, and whose raw logprobs (if any) need no
-// softmax, takes its argmax straight from the caller's row: steps 2-7a in one checked read (split
-// as the row allows), the same token.
+// softmax (or whose softmax the bounds below could not learn: over 2^20 entries), takes its argmax
+// straight from the caller's row: steps 2-7a in one checked read (split as the row allows), the
+// same token.
 // When steps 3-6 can only lower entries (penalties with repetition >= 1, frequency and presence
 // >= 0; masks to -inf), no working-row entry exceeds the caller's, so the caller's row's block
 // maxima bound each block: only blocks whose bound could still beat the best so far are read
@@ -74,8 +75,8 @@ void take_greedy_token(RowStep& row) {
 }
 
 bool take_greedy_token_from_input(RowStep& row) {
-  if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.plan.needs_raw_softmax() ||
-      row.logprobs_read_working_row() || row.edited_before_sampling())
+  if (!row.sampling.greedy || row.input.dtype != DType::f32 || row.logprobs_read_working_row() ||
+      row.edited_before_sampling())
     return false;
   int64_t first_bad = -1;
   row.greedy_token = row.backend.argmax_checked(static_cast<const float*>(row.input_row()),
@@ -87,6 +88,9 @@ bool take_greedy_token_from_input(RowStep& row) {
 
 bool take_greedy_token_within_callers_bounds(RowStep& row) {
   if (!row.sampling.greedy || !greedy_within_callers_bounds(row.plan, row.request)) return false;
+  if (row.input.dtype == DType::f32 && !row.plan.needs_raw_softmax() &&
+      !row.edited_before_sampling())
+    return false;  // one checked read of the whole row is faster (take_greedy_token_from_input)
   // One read learns the bounds: with step 8's softmax terms when it needs them, else alone.
   RawRowSummary& summary = row.scratch.raw_summary;
   BlockMaxima maxima_alone;

@@ -20,14 +20,16 @@ void gather_logprobs(RowStep& row);                                 // 8
 
 // Step 7's parts (spec §8, §9), called by sample_tokens.
 void take_greedy_token(RowStep& row);
-// Steps 2-7a in one read for an unedited float32 greedy row whose working row no logprob reads
-// and whose raw logprobs need no softmax; false: run the steps.
-bool take_greedy_token_from_input(RowStep& row);
 // Steps 2-7a for a greedy row that no step but step 6 edits, lowering entries, and whose working
 // row no logprob reads: one read of the caller's row for its block maxima (with step 8's softmax
 // terms when it needs them) and the few blocks that could hold the argmax, widened and penalised
-// alone; no working row. False: run the steps.
+// alone; no working row. An unedited float32 row with no softmax to learn is left to the next.
+// False: the next path, or the steps.
 bool take_greedy_token_within_callers_bounds(RowStep& row);
+// Steps 2-7a in one checked read for an unedited float32 greedy row whose working row no logprob
+// reads (one whose raw logprobs need the softmax only when the bounds path declined it: a
+// vocabulary over 2^20); false: run the steps.
+bool take_greedy_token_from_input(RowStep& row);
 void apply_temperature(RowStep& row);
 void apply_min_p(RowStep& row);
 void apply_top_k_top_p(RowStep& row);

@@ -1900,6 +1900,34 @@ TEST(CpuBackendProperty, GreedyRowsWithinTheirBlockBoundsGiveTheOraclesArgmax) {
   }
 }
 
+// Past 2^20 entries the blocks outgrow the bounds path (no summary; maxima of blocks over 2048):
+// an unedited float32 greedy row takes its one checked read whatever the logprobs, the rest the
+// steps. Ties across the row (the lowest id wins), a penalised row whose largest is in its history,
+// fp32 and bf16: the oracle's tokens.
+TEST(CpuBackendProperty, GreedyRowsPastTwoToTheTwentyGiveTheOraclesArgmax) {
+  const int64_t vocab = (int64_t{1} << 20) + 5;
+  PenalisedBatch data(vocab, 3);
+  std::mt19937_64 rng(43);
+  for (int r = 0; r < 3; ++r) {
+    float* row = data.row(r);
+    for (int64_t i = 0; i < vocab; ++i) row[i] = std::normal_distribution<float>(0.0f, 2.0f)(rng);
+    row[vocab - 1] = row[700000] = 20.0f;  // a tie: 700000 wins
+    row[5] = 19.0f;
+    lastmile::BatchRequest& request = data.batch.requests.emplace_back();
+    request.params = greedy_params();
+    if (r == 1) {  // 700000 and the last lowered below token 5
+      data.histories[r] = {700000, static_cast<TokenId>(vocab - 1)};
+      request.output_token_ids = data.histories[r];
+      request.params.frequency_penalty = 2.0f;
+    }
+  }
+  for (const bool bf16 : {false, true})
+    for_each_raw_logprobs_request(data.batch, [&](const std::string& mode) {
+      SCOPED_TRACE(mode);
+      expect_the_oracles_tokens(data, bf16, bf16 ? 1 : 0);
+    });
+}
+
 // Step 6's sparse penalties pick their factors without a branch: the same bits as the oracle on
 // every kind of token (seen in the prompt only, counted 0-3 times, both), every sign of logit
 // (+-0, +-inf, huge ones that a factor below 1 overflows, denormals) and every kind of penalty
