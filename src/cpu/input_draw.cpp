@@ -268,6 +268,13 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   return true;
 }
 
+// A row_softmax result's blocks and their maxima, as a BlockMaxima.
+void copy_block_maxima(const RowSoftmax& row, BlockMaxima* maxima) {
+  maxima->block = row.block;
+  maxima->blocks = row.blocks;
+  std::copy(row.block_max, row.block_max + row.blocks, maxima->max);
+}
+
 }  // namespace
 
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
@@ -278,9 +285,7 @@ bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, dou
     return false;
   *max = row.max;
   *total = row.total;
-  maxima->block = row.block;
-  maxima->blocks = row.blocks;
-  std::copy(row.block_max, row.block_max + row.blocks, maxima->max);
+  copy_block_maxima(row, maxima);
   return true;
 }
 
@@ -292,15 +297,9 @@ namespace {
 void learn_raw_summary(const RowSoftmax& row, float t, RawRowSummary* summary) {
   if (summary == nullptr || t != 1.0f) return;
   summary->values = log_softmax_map(row.max, row.total);
-  summary->maxima.block = row.block;
-  summary->maxima.blocks = row.blocks;
-  std::copy(row.block_max, row.block_max + row.blocks, summary->maxima.max);
+  copy_block_maxima(row, &summary->maxima);
   summary->known = true;
 }
-
-}  // namespace
-
-namespace {
 
 // The maxima of the quotients src / t by blocks of `block` entries, in one read split over the
 // row's chunks: division by t > 0 is monotone, so a block's largest quotient is its max divided.
