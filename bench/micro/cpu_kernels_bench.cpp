@@ -43,8 +43,6 @@ void BM_CpuRowMax(benchmark::State& state) {
   count_row_bytes(state);
 }
 
-// Each group's max with the NaN / +inf check (range(1): the group size): top-k's groups of 64 to
-// 1024 entries and the statistics' blocks of 2048, against BM_CpuRowMax's plain read.
 // The bf16 row of `row`, each value's top half (truncated).
 std::vector<uint16_t> bf16_row(const std::vector<float>& row) {
   std::vector<uint16_t> half(row.size());
@@ -53,25 +51,24 @@ std::vector<uint16_t> bf16_row(const std::vector<float>& row) {
   return half;
 }
 
+// Each group's max with the NaN / +inf check (range(1): the group size): top-k's groups of 64 to
+// 1024 entries and the statistics' blocks of 2048, against the plain read of the same dtype
+// (BM_CpuRowMax, BM_CpuRowMaxBits16). bytes_per_second counts the row's own bytes.
+template <DType kDType>
 void BM_CpuBlockMax(benchmark::State& state) {
-  const auto row = llm_row(state.range(0));
+  const auto llm = llm_row(state.range(0));
+  const auto row = [&] {
+    if constexpr (kDType == DType::bf16)
+      return bf16_row(llm);
+    else
+      return llm;
+  }();
   const auto group = static_cast<size_t>(state.range(1));
   std::vector<float> maxima(row.size() / group + 1);
   for (auto _ : state)
     benchmark::DoNotOptimize(
-        cpu::source_block_max(row.data(), DType::f32, row.size(), group, maxima.data()));
-  count_row_bytes(state);
-}
-
-// The same over a bf16 row, against BM_CpuRowMaxBits16, the bench's bf16 roofline read.
-void BM_CpuBlockMaxBf16(benchmark::State& state) {
-  const std::vector<uint16_t> row = bf16_row(llm_row(state.range(0)));
-  const auto group = static_cast<size_t>(state.range(1));
-  std::vector<float> maxima(row.size() / group + 1);
-  for (auto _ : state)
-    benchmark::DoNotOptimize(
-        cpu::source_block_max(row.data(), DType::bf16, row.size(), group, maxima.data()));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * row.size() * 2));
+        cpu::source_block_max(row.data(), kDType, row.size(), group, maxima.data()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * row.size() * sizeof(row[0])));
 }
 
 void BM_CpuRowMaxBits16(benchmark::State& state) {
@@ -205,8 +202,8 @@ void BM_CpuDrawFromInput(benchmark::State& state) {
 }
 
 BENCHMARK(BM_CpuRowMax)->Arg(32000)->Arg(128256);
-BENCHMARK(BM_CpuBlockMax)->ArgsProduct({{32000, 128256}, {64, 128, 256, 2048}});
-BENCHMARK(BM_CpuBlockMaxBf16)->ArgsProduct({{151936}, {256, 2048}});
+BENCHMARK(BM_CpuBlockMax<DType::f32>)->ArgsProduct({{32000, 128256}, {64, 128, 256, 2048}});
+BENCHMARK(BM_CpuBlockMax<DType::bf16>)->ArgsProduct({{151936}, {256, 2048}});
 BENCHMARK(BM_CpuRowMaxBits16)->Arg(151936);
 BENCHMARK(BM_CpuArgmaxChecked)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuExpBlockSums)->Arg(32000)->Arg(128256);
