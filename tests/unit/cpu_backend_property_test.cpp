@@ -1835,6 +1835,13 @@ void expect_the_oracles_tokens(PenalisedBatch& data, bool bf16, int trial) {
     EXPECT_EQ(a.sampled_token_ids[r], b.sampled_token_ids[r]) << "trial " << trial << " row " << r;
 }
 
+// Has the batch ask `count` logprobs in `mode`, or none.
+void ask_logprobs(lastmile::Batch& batch, std::optional<lastmile::LogprobsMode> mode, int count) {
+  batch.num_logprobs.reset();
+  if (mode) batch.num_logprobs = count;
+  batch.logprobs_mode = mode;
+}
+
 // The logprobs a batch may ask for without its greedy rows' working rows: none, raw logits (block
 // maxima alone bound the argmax) and raw logprobs (the softmax's read learns them).
 void for_each_raw_logprobs_request(lastmile::Batch& batch,
@@ -1842,9 +1849,7 @@ void for_each_raw_logprobs_request(lastmile::Batch& batch,
   for (std::optional<lastmile::LogprobsMode> mode :
        {std::optional<lastmile::LogprobsMode>{}, std::optional(lastmile::LogprobsMode::raw_logits),
         std::optional(lastmile::LogprobsMode::raw_logprobs)}) {
-    batch.num_logprobs.reset();
-    if (mode) batch.num_logprobs = 2;
-    batch.logprobs_mode = mode;
+    ask_logprobs(batch, mode, 2);
     check(mode ? mode == lastmile::LogprobsMode::raw_logits ? "raw_logits" : "raw_logprobs"
                : "no logprobs");
   }
@@ -2041,9 +2046,7 @@ void expect_the_same_tokens_in_every_mode(lastmile::Sampler& sampler,
                                           const lastmile::LogitsView& view, lastmile::Batch& batch,
                                           int trial) {
   auto tokens = [&](std::optional<lastmile::LogprobsMode> mode) {
-    batch.num_logprobs.reset();
-    if (mode) batch.num_logprobs = 3;
-    batch.logprobs_mode = mode;
+    ask_logprobs(batch, mode, 3);
     const lastmile::SamplerOutput& out = sampler.sample(view, batch);
     return std::vector<TokenId>(out.sampled_token_ids.begin(), out.sampled_token_ids.end());
   };
