@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <span>
 
+#include "cpu/kernels.hpp"
+
 namespace lastmile::detail::cpu_selection {
 
 // key_at(i) for an entry the walk skips. No key our lists make is all ones: that would need a
@@ -60,7 +62,7 @@ void for_each_ascending(size_t count, KeyAt key_at, std::span<uint64_t> keys, Vi
       if (key != kNoKey && (!above_floor || key > floor) && key <= last) keys[listed++] = key;
     }
     if (listed == 0) return;  // only if key_at changed under the walk
-    std::sort(keys.data(), keys.data() + listed);
+    cpu::sort_keys(keys.data(), listed);
     if (!visit(static_cast<const uint64_t*>(keys.data()), listed)) return;
     remaining -= listed;
     above_floor = true;

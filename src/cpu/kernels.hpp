@@ -25,6 +25,10 @@ float kth_largest_value(const float* x, size_t n, size_t k);
 // Largest 16-bit pattern of x[0, n) (unsigned): the same streaming read over fp16 / bf16 rows.
 uint16_t row_max_bits16(const uint16_t* x, size_t n);
 
+// keys[0, n) sorted ascending (sort_keys.cpp: Highway's vqsort). Distinct keys give the one order
+// std::sort gives; equal keys are equal bits, so any order of them is the same array.
+void sort_keys(uint64_t* keys, size_t n);
+
 // The Highway target dispatch picks on this machine, e.g. "AVX3".
 const char* dispatch_target_name();
 

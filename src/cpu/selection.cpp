@@ -74,7 +74,7 @@ void sort_list_by_chunks(size_t count, SortScratch scratch, Key key, Decode deco
       }
     }
     for (size_t i = 0; i < m; ++i) keys[i] = key(values[begin + i], ids[begin + i]);
-    std::sort(keys, keys + m);
+    cpu::sort_keys(keys, m);
     for (size_t i = 0; i < m; ++i) decode(keys[i], &values[begin + i], &ids[begin + i]);
     begin += m;
   }
@@ -116,7 +116,7 @@ size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
   if (kept > scratch.keys.size()) return top_p_keep_by_chunks(kept, top_p, scratch, x);
   uint64_t* keys = scratch.keys.data();
   for (size_t i = 0; i < kept; ++i) keys[i] = ascending_key(scratch.values[i], scratch.ids[i]);
-  std::sort(keys, keys + kept);
+  cpu::sort_keys(keys, kept);
   const size_t masked =
       top_p_masked_count(kept, top_p, [keys](size_t i) { return key_value(keys[i]); });
   if (masked == 0) return kept;

@@ -338,7 +338,7 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
     return true;
   };
   if (walked <= scratch.keys.size()) {
-    std::sort(keys, keys + walked);
+    cpu::sort_keys(keys, walked);
     walk(keys, walked);
     return;
   }
