@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <optional>
 
 #include "cpu/input_logprobs.hpp"
@@ -708,14 +707,15 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
 // taken by ascending max until their masses add up to more than cut_mass; the max of the one that
 // passes it. Were the lowest kept logit above it, all of those blocks would be masked.
 float kept_logit_ceiling(const RowSoftmax& row, double cut_mass) {
-  uint16_t order[kMaxBlocks];
-  std::iota(order, order + row.blocks, uint16_t{0});
-  std::sort(order, order + row.blocks,
-            [&](uint16_t a, uint16_t b) { return row.block_max[a] < row.block_max[b]; });
+  uint64_t order[kMaxBlocks];  // a block's max above its index: ascending max, then index
+  for (size_t b = 0; b < row.blocks; ++b)
+    order[b] = (uint64_t{orderable(row.block_max[b])} << 32) | b;
+  cpu::sort_keys(order, row.blocks);
   double cumulative = 0;
   for (size_t i = 0; i < row.blocks; ++i) {
-    cumulative += row.sums[order[i]];
-    if (cumulative > cut_mass) return row.block_max[order[i]];
+    const auto b = static_cast<uint32_t>(order[i]);
+    cumulative += row.sums[b];
+    if (cumulative > cut_mass) return row.block_max[b];
   }
   return row.max;
 }
@@ -1068,13 +1068,12 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
     row.read(row.context, static_cast<int64_t>(start), static_cast<int64_t>(count), values);
     return count;
   };
-  uint16_t order[kMaxBlocks];
-  std::iota(order, order + blocks, uint16_t{0});
-  std::sort(order, order + blocks,
-            [&](uint16_t a, uint16_t b) { return bounds->max[a] > bounds->max[b]; });
+  uint64_t order[kMaxBlocks];  // descending max (its orderable bits inverted), then index
+  for (size_t b = 0; b < blocks; ++b) order[b] = (uint64_t{~orderable(bounds->max[b])} << 32) | b;
+  cpu::sort_keys(order, blocks);
   float max = kNegInf;
-  for (size_t i = 0; i < blocks && bounds->max[order[i]] > max; ++i)
-    max = std::max(max, cpu::row_max(values, read(order[i])));
+  for (size_t i = 0; i < blocks && bounds->max[static_cast<uint32_t>(order[i])] > max; ++i)
+    max = std::max(max, cpu::row_max(values, read(static_cast<uint32_t>(order[i]))));
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   const float t = params.temperature;
   auto quotient = [t](float v) { return t == 1.0f ? v : v / t; };
