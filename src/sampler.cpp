@@ -207,11 +207,17 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   reserve_scratch(batch, kept);
   out_.prepare(plan);
   failures_.resize(plan.num_rows);
+  const SplitWindow::Clock::time_point start = SplitWindow::Clock::now();
+  SplitWindow::LoneRow lone = SplitWindow::LoneRow::no;
   if (split_rows(plan, batch, pool_.num_threads())) {
-    // A lone row over the pool only while its workers still poll from the last call
-    // (split_window.hpp). A few rows (4 threads or more) split as before: their passes share one
-    // wake-up, which this 2-core machine cannot measure.
-    const bool over_pool = plan.num_rows > 1 || split_window_.is_open(SplitWindow::Clock::now());
+    // A lone row over the pool only while its workers still poll from the last call, and while
+    // that has been the faster choice (split_window.hpp). A few rows (4 threads or more) split as
+    // before: their passes share one wake-up, which this 2-core machine cannot measure.
+    if (plan.num_rows == 1) {
+      lone = split_window_.should_split(start) ? SplitWindow::LoneRow::split
+                                               : SplitWindow::LoneRow::in_order;
+    }
+    const bool over_pool = lone != SplitWindow::LoneRow::in_order;
     const ParallelFor split = over_pool ? chunks_over(pool_) : ParallelFor{};
     for (int64_t row = 0; row < plan.num_rows; ++row)
       sample_row(plan, logits, batch, kept, row, /*worker=*/0, split);
@@ -220,7 +226,7 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   }
   // Not reached when a row throws (a custom processor, bad_alloc): the next call then runs its
   // lone row in order, as after a pause.
-  split_window_.call_ended(SplitWindow::Clock::now());
+  split_window_.call_ended(start, SplitWindow::Clock::now(), lone);
   for (int64_t row = 0; row < plan.num_rows; ++row) {
     const RowFailure& failure = failures_[row];
     const int64_t bad = failure.token_id;

@@ -1,5 +1,5 @@
 // lastmile — SplitWindow: whether a lone row's passes split over the thread pool, from how long
-// ago the sampler's previous call ended.
+// ago the sampler's previous call ended and what split and unsplit lone rows took.
 #pragma once
 
 #include <chrono>
@@ -19,23 +19,73 @@ namespace lastmile::detail {
 // since their poll began at the previous call's last pass, before its serial tail. The gap is a
 // proxy for the workers' state, not a reading of it: after a call whose rows ran side by side
 // (Idle::sleep) they sleep at once, and a lone row within the window then pays one wake-up.
-// Results are the same either way: a row's chunks are fixed by its length and merged in chunk
-// order.
+//
+// Within the window, splitting is not always faster: on a Xeon of 2026-12-05 a 128k top-k/top-p
+// row back to back took 1.3-1.5x longer split over two threads than in order (9.2 us; the row
+// sat in the caller's L2, and the worker read its half from there). So the window also learns:
+// each choice's time, an average over lone-row calls that follow a call that made the same
+// choice within the window (the workers then still poll, or the caller's core ran alone), and it
+// takes the faster. Two of every kProbeEvery calls in the window take the other choice (the
+// second measured), which keeps the slower one's time current as rows change. Results are
+// the same either way: a row's chunks are fixed by its length and merged in chunk order.
 class SplitWindow {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr Clock::duration kWindow = ThreadPool::kPollBeforeSleep / 2;
+  static constexpr int kProbeEvery = 32;
 
-  // Whether a call starting at `now` should split its lone row.
+  // What a call did with its rows: not one row, or one row in order, or one row split.
+  enum class LoneRow { no, in_order, split };
+
+  // Whether a call starting at `now` is within the window: its workers most likely still poll.
   bool is_open(Clock::time_point now) const { return called_ && now - last_end_ < kWindow; }
-  void call_ended(Clock::time_point now) {
-    last_end_ = now;
+
+  // Whether a call starting at `now` should split its lone row: within the window, the choice
+  // whose time is unknown or shorter (the other while probing).
+  bool should_split(Clock::time_point now) const {
+    if (!is_open(now)) return false;
+    if (!split_.known) return true;
+    if (!in_order_.known) return false;
+    const bool faster = split_.ns <= in_order_.ns;
+    return probe_left_ > 0 ? !faster : faster;
+  }
+
+  // A call that started at `start` (after should_split) ended at `end`.
+  void call_ended(Clock::time_point start, Clock::time_point end, LoneRow lone) {
+    const bool windowed = is_open(start);
+    if (lone != LoneRow::no && windowed) {
+      if (lone == last_) {  // the same choice as the call before, within its window: measured
+        const auto ns = std::chrono::duration<double, std::nano>(end - start).count();
+        (lone == LoneRow::split ? split_ : in_order_).add(ns);
+      }
+      if (probe_left_ > 0) --probe_left_;
+      if (++windowed_calls_ == kProbeEvery) {  // the next two probe: two in every kProbeEvery
+        windowed_calls_ = 0;
+        probe_left_ = 2;
+      }
+    }
+    last_ = windowed ? lone : LoneRow::no;  // outside the window the workers may have slept
+    last_end_ = end;
     called_ = true;
   }
 
  private:
+  // An exponential average with weight 1/4 for the new value; the first value as it is.
+  struct MeanTime {
+    double ns = 0;
+    bool known = false;
+    void add(double value) {
+      ns = known ? ns + (value - ns) / 4 : value;
+      known = true;
+    }
+  };
+
   Clock::time_point last_end_{};
   bool called_ = false;
+  LoneRow last_ = LoneRow::no;  // the previous call's lone row, if it was within its window
+  MeanTime split_, in_order_;
+  int windowed_calls_ = 0;  // lone-row calls in the window since a probe was last due
+  int probe_left_ = 0;      // calls left that take the slower choice
 };
 
 }  // namespace lastmile::detail
