@@ -101,49 +101,44 @@ TEST(SplitWindow, ProbesTheSlowerChoiceTwiceInKProbeEveryCallsAndFollowsAChange)
             2);  // the in-order probes of the last round
 }
 
+// One call at t taking `us`, then t 1 us past its end.
+void call(SplitWindow& window, SplitWindow::Clock::time_point& t, int us, LoneRow choice) {
+  window.call_ended(t, t + microseconds(us), choice);
+  t += microseconds(us + 1);
+}
+
 TEST(SplitWindow, MeasuresOnlyACallThatFollowsTheSameChoiceInTheWindow) {
   SplitWindow window;
   auto t = kStart;
-  window.call_ended(t, t, LoneRow::in_order);
+  call(window, t, 0, LoneRow::in_order);
   // A split call after one in order pays the workers' wake-up (here 500 us): not measured, so the
   // next call splits again and its 6 us are split's time.
-  window.call_ended(t + microseconds(1), t + microseconds(501), LoneRow::split);
-  t += microseconds(502);
+  call(window, t, 500, LoneRow::split);
   EXPECT_TRUE(window.should_split(t));
-  window.call_ended(t, t + microseconds(6), LoneRow::split);
-  t += microseconds(7);
+  call(window, t, 6, LoneRow::split);
   EXPECT_FALSE(window.should_split(t));  // in order, unmeasured: measure it
-  window.call_ended(t, t + microseconds(9), LoneRow::in_order);
-  t += microseconds(10);
-  window.call_ended(t, t + microseconds(9), LoneRow::in_order);
-  t += microseconds(10);
+  call(window, t, 9, LoneRow::in_order);
+  call(window, t, 9, LoneRow::in_order);
   EXPECT_TRUE(window.should_split(t));  // 6 us against 9
   // A call after a pause runs in order, and is not measured: a call of 1000 us in order there
   // leaves split the faster choice.
   t += microseconds(5000);
   EXPECT_FALSE(window.should_split(t));
-  window.call_ended(t, t + microseconds(1000), LoneRow::in_order);
-  t += microseconds(1001);
+  call(window, t, 1000, LoneRow::in_order);
   EXPECT_TRUE(window.should_split(t));
 }
 
 TEST(SplitWindow, ACallOfSeveralRowsBreaksTheRunOfAChoice) {
   SplitWindow window;
   auto t = kStart;
-  window.call_ended(t, t, LoneRow::in_order);
-  window.call_ended(t + microseconds(1), t + microseconds(7), LoneRow::split);
-  t += microseconds(8);
-  window.call_ended(t, t + microseconds(20), LoneRow::no);  // rows side by side: workers sleep
-  t += microseconds(21);
+  call(window, t, 0, LoneRow::in_order);
+  call(window, t, 6, LoneRow::split);
+  call(window, t, 20, LoneRow::no);  // rows side by side: the workers sleep after them
   // The next split pays a wake-up (400 us): it follows no split, so it is not measured.
-  window.call_ended(t, t + microseconds(400), LoneRow::split);
-  t += microseconds(401);
-  window.call_ended(t, t + microseconds(6), LoneRow::split);  // measured: split's first time
-  t += microseconds(7);
-  window.call_ended(t, t + microseconds(9), LoneRow::in_order);
-  t += microseconds(10);
-  window.call_ended(t, t + microseconds(9), LoneRow::in_order);
-  t += microseconds(10);
+  call(window, t, 400, LoneRow::split);
+  call(window, t, 6, LoneRow::split);  // measured: split's first time
+  call(window, t, 9, LoneRow::in_order);
+  call(window, t, 9, LoneRow::in_order);
   EXPECT_TRUE(window.should_split(t));  // 6 against 9: the 400 us never counted
 }
 
