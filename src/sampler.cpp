@@ -213,9 +213,10 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
     // A lone row over the pool only while its workers still poll from the last call, and while
     // that has been the faster choice (split_window.hpp). A few rows (4 threads or more) split as
     // before: their passes share one wake-up, which this 2-core machine cannot measure.
-    if (plan.num_rows == 1) {
-      lone = split_window_.should_split(start) ? SplitWindow::LoneRow::split
-                                               : SplitWindow::LoneRow::in_order;
+    if (plan.num_rows == 1) {  // one thread: no worker to split over, nothing to learn
+      lone = pool_.num_threads() > 1 && split_window_.should_split(start)
+                 ? SplitWindow::LoneRow::split
+                 : SplitWindow::LoneRow::in_order;
     }
     const bool over_pool = lone != SplitWindow::LoneRow::in_order;
     const ParallelFor split = over_pool ? chunks_over(pool_) : ParallelFor{};
@@ -224,8 +225,8 @@ const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& 
   } else {
     sample_rows(plan, logits, batch, kept);
   }
-  // Not reached when a row throws (a custom processor, bad_alloc): the next call then runs its
-  // lone row in order, as after a pause.
+  // Not reached when a row throws (a custom processor, bad_alloc): the window and the times it
+  // learned then date from the last call that returned.
   split_window_.call_ended(start, SplitWindow::Clock::now(), lone);
   for (int64_t row = 0; row < plan.num_rows; ++row) {
     const RowFailure& failure = failures_[row];

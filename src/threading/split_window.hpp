@@ -2,6 +2,7 @@
 // ago the sampler's previous call ended and what split and unsplit lone rows took.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 #include "threading/thread_pool.hpp"
@@ -23,11 +24,13 @@ namespace lastmile::detail {
 // Within the window, splitting is not always faster: on a Xeon of 2026-12-05 a 128k top-k/top-p
 // row back to back took 1.3-1.5x longer split over two threads than in order (9.2 us; the row
 // sat in the caller's L2, and the worker read its half from there). So the window also learns:
-// each choice's time, an average over lone-row calls that follow a call that made the same
-// choice within the window (the workers then still poll, or the caller's core ran alone), and it
-// takes the faster. Two of every kProbeEvery calls in the window take the other choice (the
-// second measured), which keeps the slower one's time current as rows change. Results are
-// the same either way: a row's chunks are fixed by its length and merged in chunk order.
+// each choice's time, the median of its last three lone-row calls that follow a call that made
+// the same choice within the window (the workers then still poll, or the caller's core ran
+// alone; a median, since one call the machine stalled must not send the row to the slower choice
+// for the hundreds of calls an average took to forget it), and it takes the faster. Two of every
+// kProbeEvery calls in the window take the other choice (the second measured), which keeps the
+// slower one's time current as rows change. Results are the same either way: a row's chunks are
+// fixed by its length and merged in chunk order.
 class SplitWindow {
  public:
   using Clock = std::chrono::steady_clock;
@@ -44,9 +47,9 @@ class SplitWindow {
   // whose time is unknown or shorter (the other while probing).
   bool should_split(Clock::time_point now) const {
     if (!is_open(now)) return false;
-    if (!split_.known) return true;
-    if (!in_order_.known) return false;
-    const bool faster = split_.ns <= in_order_.ns;
+    if (split_.count == 0) return true;
+    if (in_order_.count == 0) return false;
+    const bool faster = split_.ns() <= in_order_.ns();
     return probe_left_ > 0 ? !faster : faster;
   }
 
@@ -70,20 +73,26 @@ class SplitWindow {
   }
 
  private:
-  // An exponential average with weight 1/4 for the new value; the first value as it is.
-  struct MeanTime {
-    double ns = 0;
-    bool known = false;
+  // A choice's time: the median of its last three measured calls (of two, their mean).
+  struct RecentTimes {
+    double last[3] = {};
+    int count = 0;  // measured so far, up to 3
+    int next = 0;   // the slot the next one takes
     void add(double value) {
-      ns = known ? ns + (value - ns) / 4 : value;
-      known = true;
+      last[next] = value;
+      next = (next + 1) % 3;
+      count = std::min(count + 1, 3);
+    }
+    double ns() const {
+      if (count < 3) return count == 1 ? last[0] : (last[0] + last[1]) / 2;
+      return std::max(std::min(last[0], last[1]), std::min(std::max(last[0], last[1]), last[2]));
     }
   };
 
   Clock::time_point last_end_{};
   bool called_ = false;
   LoneRow last_ = LoneRow::no;  // the previous call's lone row, if it was within its window
-  MeanTime split_, in_order_;
+  RecentTimes split_, in_order_;
   int windowed_calls_ = 0;  // lone-row calls in the window since a probe was last due
   int probe_left_ = 0;      // calls left that take the slower choice
 };
