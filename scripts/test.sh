@@ -16,10 +16,12 @@ stage "clang-format (Google base, 100 columns)"
 git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | xargs clang-format --dry-run --Werror
 
 stage "Release build (-Werror) and all tests"
+# Tests and tools named: scripts/demo.sh configures the same build/ without tests, and a cached
+# OFF would leave ctest nothing to run (--no-tests=error makes that a failure, not a pass).
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DLASTMILE_WERROR=ON -DLASTMILE_BUILD_BENCHMARKS=ON \
-  -DPython3_EXECUTABLE="$python" >/dev/null
+  -DLASTMILE_BUILD_TESTS=ON -DLASTMILE_BUILD_TOOLS=ON -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build -j2
-ctest --test-dir build --output-on-failure -j2
+ctest --test-dir build --output-on-failure --no-tests=error -j2
 
 stage "Python: pip install . (nanobind + scikit-build-core), then pytest tests/python"
 python3 -m pip install -q .
@@ -27,7 +29,8 @@ python3 -m pip install -q .
 
 stage "TSan build: determinism and threaded unit tests (threads 1-3 on shared samplers)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON \
-  -DLASTMILE_SANITIZE=thread -DLASTMILE_BUILD_TOOLS=OFF -DPython3_EXECUTABLE="$python" >/dev/null
+  -DLASTMILE_SANITIZE=thread -DLASTMILE_BUILD_TESTS=ON -DLASTMILE_BUILD_TOOLS=OFF \
+  -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build-tsan -j2 --target lastmile_threaded_tests lastmile_determinism_tests
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_determinism_tests --gtest_brief=1
 TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_threaded_tests --gtest_brief=1
@@ -35,11 +38,11 @@ TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/lastmile_threaded_tests --gtest_br
 stage "ASan+UBSan build (clang, the fuzzers too): unit (C API; AVX2 and SSE4 too), determinism, CLI"
 cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang -DLASTMILE_FUZZ=ON \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLASTMILE_WERROR=ON -DLASTMILE_SANITIZE=address,undefined \
-  -DPython3_EXECUTABLE="$python" >/dev/null
+  -DLASTMILE_BUILD_TESTS=ON -DLASTMILE_BUILD_TOOLS=ON -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build-asan -j2 --target lastmile_unit_tests lastmile_determinism_tests lastmile_cli \
   example_stateless example_stateful example_c_api capi_test case_reader_fuzz npy_reader_fuzz capi_fuzz
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j2 -L "unit|determinism|cli"
+  ctest --test-dir build-asan --output-on-failure --no-tests=error -j2 -L "unit|determinism|cli"
 
 stage "libFuzzer (the ASan+UBSan build): the case.json and .npy readers and the C API, 30 s each"
 for target in case_reader npy_reader capi; do
