@@ -707,13 +707,13 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
 // taken by ascending max until their masses add up to more than cut_mass; the max of the one that
 // passes it. Were the lowest kept logit above it, all of those blocks would be masked.
 float kept_logit_ceiling(const RowSoftmax& row, double cut_mass) {
-  uint64_t order[kMaxBlocks];  // a block's max above its index: ascending max, then index
+  uint64_t order[kMaxBlocks];  // the blocks by ascending max (ascending_key, the block as id)
   for (size_t b = 0; b < row.blocks; ++b)
-    order[b] = (uint64_t{orderable(row.block_max[b])} << 32) | b;
+    order[b] = ascending_key(row.block_max[b], static_cast<int32_t>(b));
   cpu::sort_keys(order, row.blocks);
   double cumulative = 0;
   for (size_t i = 0; i < row.blocks; ++i) {
-    const auto b = static_cast<uint32_t>(order[i]);
+    const auto b = static_cast<size_t>(key_id(order[i]));
     cumulative += row.sums[b];
     if (cumulative > cut_mass) return row.block_max[b];
   }
@@ -1068,12 +1068,16 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
     row.read(row.context, static_cast<int64_t>(start), static_cast<int64_t>(count), values);
     return count;
   };
-  uint64_t order[kMaxBlocks];  // descending max (its orderable bits inverted), then index
-  for (size_t b = 0; b < blocks; ++b) order[b] = (uint64_t{~orderable(bounds->max[b])} << 32) | b;
+  uint64_t order[kMaxBlocks];  // the blocks by ascending max (ascending_key), walked from the top
+  for (size_t b = 0; b < blocks; ++b)
+    order[b] = ascending_key(bounds->max[b], static_cast<int32_t>(b));
   cpu::sort_keys(order, blocks);
   float max = kNegInf;
-  for (size_t i = 0; i < blocks && bounds->max[static_cast<uint32_t>(order[i])] > max; ++i)
-    max = std::max(max, cpu::row_max(values, read(static_cast<uint32_t>(order[i]))));
+  for (size_t i = blocks; i-- > 0;) {
+    const auto b = static_cast<size_t>(key_id(order[i]));
+    if (!(bounds->max[b] > max)) break;
+    max = std::max(max, cpu::row_max(values, read(b)));
+  }
   if (max == kNegInf) return 0;  // the oracle's draw on an all -inf row
   const float t = params.temperature;
   auto quotient = [t](float v) { return t == 1.0f ? v : v / t; };
