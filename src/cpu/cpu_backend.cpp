@@ -369,9 +369,11 @@ class CpuBackend final : public Backend {
     }
     // q < lo, as a logit threshold: the smallest logit whose q reaches lo (the max's does: the
     // vector exp is only asked of v <= max, its domain in the passes).
-    cpu::mask_below(x, size, smallest_passing([&](float v) {
-                      return v >= max || !(vector_weight(v, max) * inv_sum < lo);
-                    }));
+    cpu::mask_below(
+        x, size,
+        smallest_passing(
+            [&](float v) { return v >= max || !(vector_weight(v, max) * inv_sum < lo); },
+            max + std::log(lo / inv_sum)));
     mask_band(
         ids, band, [&](size_t i) { return qs[i]; }, [&](size_t i) { return x[ids[i]]; }, below, lo,
         hi, cut, top, scratch, [&](size_t i) { x[ids[i]] = kNegInf; });

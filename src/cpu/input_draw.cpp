@@ -43,7 +43,7 @@ int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, flo
 // division over the row.
 float smallest_dividend_at_least(float threshold, float t) {
   if (t == 1.0f) return threshold;
-  return smallest_passing([&](float v) { return v / t >= threshold; });
+  return smallest_passing([&](float v) { return v / t >= threshold; }, threshold * t);
 }
 
 // Groups whose maxima bound a row of n for top-k and min-p: at most kMaxGroups of a power-of-two

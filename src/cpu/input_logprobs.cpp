@@ -25,7 +25,9 @@ namespace {
 
 // The smallest float x with values(x) >= v (-inf for v = -inf: every entry passes).
 float smallest_with_value_at_least(RawValues values, float v) {
-  return smallest_passing([&](float x) { return values(x) >= v; });
+  const float guess =
+      values.max == -std::numeric_limits<float>::infinity() ? v : v + values.log_sum + values.max;
+  return smallest_passing([&](float x) { return values(x) >= v; }, guess);
 }
 
 float entry(const void* src, DType dtype, size_t i) { return scaled_entry(src, dtype, i, 1.0f); }

@@ -181,12 +181,13 @@ void sort_samples(float* values, size_t n, unsigned from_bit) {
 
 // Between -inf (masked unless threshold is 0) and max (kept when threshold <= inv_sum).
 float smallest_kept(float max, float inv_sum, float threshold) {
-  return smallest_passing([&](float v) { return !(std::exp(v - max) * inv_sum < threshold); });
+  return smallest_passing([&](float v) { return !(std::exp(v - max) * inv_sum < threshold); },
+                          max + std::log(threshold / inv_sum));
 }
 
 MinPCut min_p_cut(float max, float min_p) {
   auto smallest_with_weight = [max](float w) {
-    return smallest_passing([&](float v) { return !(std::exp(v - max) < w); });
+    return smallest_passing([&](float v) { return !(std::exp(v - max) < w); }, max + std::log(w));
   };
   return {smallest_with_weight(from_orderable(orderable(min_p) - 4)), smallest_with_weight(min_p)};
 }
