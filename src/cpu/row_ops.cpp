@@ -1237,6 +1237,62 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold,
   });
 }
 
+// compress_source_range where few entries pass but every group of four vectors holds one (top-k's
+// groups whose max reaches the k-th largest max: about one entry in 60 passes, one or two a
+// group): the four vectors' masks as one word, and a scalar append per passing entry. Compressing
+// every vector took 1.4 us for a 32k row's 50 groups of 64 on an AVX-512 Xeon, this 0.33.
+template <class Source, class D>
+HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, float threshold,
+                                    int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values,
+                                    BadLanes<D>& seen_bad, size_t limit) {
+  constexpr size_t kQuad = 4 * hn::MaxLanes(D());
+  static_assert(kQuad <= 64 && kQuad <= kCompressSlack, "a quad's bits fit a word");
+  constexpr bool kFloat32 = std::is_same_v<Source, Float32Source>;  // read again, not converted
+  const size_t lanes = hn::Lanes(d);
+  const uint64_t lane_bits = lanes == 64 ? ~uint64_t{0} : (uint64_t{1} << lanes) - 1;
+  const auto vthr = hn::Set(d, threshold);
+  HWY_ALIGN float quad[kQuad];
+  size_t count = 0, i = from;
+  for (; i + 4 * lanes <= to; i += 4 * lanes) {
+    uint64_t passing = 0;
+    for (size_t q = 0; q < 4; ++q) {
+      const auto v = src.Whole(d, i + q * lanes);
+      seen_bad.Check(d, v);
+      if constexpr (!kFloat32) hn::Store(v, d, quad + q * lanes);
+      uint8_t bytes[8] = {};
+      hn::StoreMaskBits(d, hn::Ge(v, vthr), bytes);
+      uint64_t bits;
+      std::memcpy(&bits, bytes, sizeof(bits));
+      passing |= (bits & lane_bits) << (q * lanes);
+    }
+    // The first two without a branch (past the passing ones, writes the next append overwrites,
+    // within the slack), the rest in a loop: a loop for all mispredicted its exit.
+    auto append = [&](size_t at) {
+      ids[count] = static_cast<int32_t>(i + at);
+      if constexpr (kFloat32) {
+        values[count] = src.x[i + at];
+      } else {
+        values[count] = quad[at];
+      }
+    };
+    const auto passed = static_cast<size_t>(std::popcount(passing));
+    append(std::min<size_t>(std::countr_zero(passing), 4 * lanes - 1));
+    passing &= passing - 1;
+    count += passed > 0;
+    append(std::min<size_t>(std::countr_zero(passing), 4 * lanes - 1));
+    passing &= passing - 1;
+    count += passed > 1;
+    for (; passing != 0; passing &= passing - 1) {
+      append(static_cast<size_t>(std::countr_zero(passing)));
+      ++count;
+    }
+    if (count > limit) return count;
+  }
+  if (i == to) return count;
+  return count + compress_source_range(d, src, i, to, threshold, ids + count, values + count,
+                                       seen_bad, limit - count);
+}
+
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
                               const int32_t* HWY_RESTRICT groups, size_t count, float threshold,
                               int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad,
@@ -1247,8 +1303,8 @@ size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t gro
     size_t listed = 0;
     for (size_t g = 0; g < count; ++g) {
       const size_t from = static_cast<size_t>(groups[g]) * group;
-      listed += compress_source_range(d, source, from, std::min(n, from + group), threshold,
-                                      ids + listed, values + listed, seen_bad, limit - listed);
+      listed += list_sparse_range(d, source, from, std::min(n, from + group), threshold,
+                                  ids + listed, values + listed, seen_bad, limit - listed);
       if (listed > limit) break;
     }
     *bad = seen_bad.Any(d);
