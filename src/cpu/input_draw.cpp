@@ -106,7 +106,7 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
     const size_t m = cpu::compress_at_least(maxima.max + first, last - first, threshold, false,
                                             reaching, reaching_max);
     return cpu::compress_source_groups(chunk_src, dtype, chunk_end - chunk_begin, step, reaching, m,
-                                       from, ids, values, any_bad, limit);
+                                       from, maxima.few_each, ids, values, any_bad, limit);
   };
   auto list_chunk = [&](int64_t c) {
     const auto chunk = static_cast<size_t>(c);
@@ -891,7 +891,8 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
   // row shown with more logprobs than it keeps, or top-k after a grammar's mask): from -inf the
   // whole row would be listed and selected, so the finite ones only, as kth_largest lists.
   const float from = kth_max == kNegInf ? std::numeric_limits<float>::lowest() : kth_max;
-  size_t listed = list_scaled_at_least(src, dtype, n, t, from, scratch, parallel, {maxima, group});
+  size_t listed =
+      list_scaled_at_least(src, dtype, n, t, from, scratch, parallel, {maxima, group, true});
   // Fewer than k listed from a finite max cannot happen on a checked row; declining keeps a
   // broken list harmless.
   if (listed == kNotListed || (listed < kk && kth_max > kNegInf)) return std::nullopt;

@@ -84,10 +84,11 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold, 
 // compress_source over the groups of `group` entries of src[0, n) listed in groups (count
 // ascending group indices), in one call, ids indexing src: top-k lists some 50 groups of 64 from
 // a 32k row, and a call for each run of them cost more than their compress.
-// The limit as compress_source's.
+// few_each: the groups hold one or two passing entries each (top-k's), appended one by one; else
+// compressed a vector at a time. The limit as compress_source's.
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
-                              const int32_t* groups, size_t count, float threshold, int32_t* ids,
-                              float* values, bool* bad, size_t limit = SIZE_MAX);
+                              const int32_t* groups, size_t count, float threshold, bool few_each,
+                              int32_t* ids, float* values, bool* bad, size_t limit = SIZE_MAX);
 int64_t row_argmax(const float* x, size_t n);  // n > 0, NaN-free; one pass
 // row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);

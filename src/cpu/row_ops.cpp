@@ -1237,10 +1237,11 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold,
   });
 }
 
-// compress_source_range where few entries pass but every group of four vectors holds one (top-k's
-// groups whose max reaches the k-th largest max: about one entry in 60 passes, one or two a
-// group): the four vectors' masks as one word, and a scalar append per passing entry. Compressing
-// every vector took 1.4 us for a 32k row's 50 groups of 64 on an AVX-512 Xeon, this 0.33.
+// compress_source_range for groups that hold one or two passing entries each (top-k's, whose max
+// reaches the k-th largest max): the four vectors' masks make one word and the entries are
+// appended without a branch, where two compresses a vector took about 500 ns of a 32k row's 50
+// groups of 64 (this: 400; micro-benchmark, AVX-512 Xeon). Used for min-p's listing too, it made
+// the bench's serving_mix 4% slower: those groups hold more, or none in most vectors.
 template <class Source, class D>
 HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, float threshold,
                                     int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values,
@@ -1266,7 +1267,7 @@ HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, flo
       passing |= (bits & lane_bits) << (q * lanes);
     }
     // The first two without a branch (past the passing ones, writes the next append overwrites,
-    // within the slack), the rest in a loop: a loop for all mispredicted its exit.
+    // within the slack), any more in a loop: a loop for all mispredicted its exit.
     auto append = [&](size_t at) {
       ids[count] = static_cast<int32_t>(i + at);
       if constexpr (kFloat32) {
@@ -1277,11 +1278,11 @@ HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, flo
     };
     const auto passed = static_cast<size_t>(std::popcount(passing));
     append(std::min<size_t>(std::countr_zero(passing), 4 * lanes - 1));
-    passing &= passing - 1;
     count += passed > 0;
-    append(std::min<size_t>(std::countr_zero(passing), 4 * lanes - 1));
     passing &= passing - 1;
+    append(std::min<size_t>(std::countr_zero(passing), 4 * lanes - 1));
     count += passed > 1;
+    passing &= passing - 1;
     for (; passing != 0; passing &= passing - 1) {
       append(static_cast<size_t>(std::countr_zero(passing)));
       ++count;
@@ -1295,16 +1296,19 @@ HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, flo
 
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
                               const int32_t* HWY_RESTRICT groups, size_t count, float threshold,
-                              int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values, bool* bad,
-                              size_t limit) {
+                              bool few_each, int32_t* HWY_RESTRICT ids, float* HWY_RESTRICT values,
+                              bool* bad, size_t limit) {
   return with_source(src, dtype, [&](auto source) {
     const hn::ScalableTag<float> d;
     BadLanes seen_bad(d);
     size_t listed = 0;
     for (size_t g = 0; g < count; ++g) {
       const size_t from = static_cast<size_t>(groups[g]) * group;
-      listed += list_sparse_range(d, source, from, std::min(n, from + group), threshold,
-                                  ids + listed, values + listed, seen_bad, limit - listed);
+      const size_t to = std::min(n, from + group);
+      listed += few_each ? list_sparse_range(d, source, from, to, threshold, ids + listed,
+                                             values + listed, seen_bad, limit - listed)
+                         : compress_source_range(d, source, from, to, threshold, ids + listed,
+                                                 values + listed, seen_bad, limit - listed);
       if (listed > limit) break;
     }
     *bad = seen_bad.Any(d);
@@ -1508,10 +1512,10 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold, 
   return HWY_DYNAMIC_DISPATCH(compress_source)(src, dtype, n, threshold, ids, values, bad, limit);
 }
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
-                              const int32_t* groups, size_t count, float threshold, int32_t* ids,
-                              float* values, bool* bad, size_t limit) {
+                              const int32_t* groups, size_t count, float threshold, bool few_each,
+                              int32_t* ids, float* values, bool* bad, size_t limit) {
   return HWY_DYNAMIC_DISPATCH(compress_source_groups)(src, dtype, n, group, groups, count,
-                                                      threshold, ids, values, bad, limit);
+                                                      threshold, few_each, ids, values, bad, limit);
 }
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
                    int32_t* ids, float* values, size_t limit) {

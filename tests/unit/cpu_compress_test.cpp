@@ -150,6 +150,50 @@ TEST(CpuCompress, CompressSourceSkipsOnlyGroupsWithNothingToList) {
   }
 }
 
+// compress_source_groups over a list of groups, both ways (few_each: appended one by one; else
+// compressed): every lane pattern, in groups of 64 and of 80 (a quad and a lane tail a group on
+// 16 lanes), every third group listed and the last one short; and one passing entry a group, as
+// top-k's groups hold, at each position. The same ids and values as a plain loop over the groups.
+TEST(CpuCompress, CompressSourceGroupsListsTheGroupsEitherWayInEachDtype) {
+  const std::vector<float> patterns = every_lane_pattern();
+  std::vector<float> lone_entries(64 * 200, -1.0f);  // group g passes entry g % 64 only
+  for (size_t g = 0; g < 200; ++g)
+    lone_entries[g * 64 + g % 64] = 1.0f + static_cast<float>(g) / 256.0f;
+  const std::vector<float>& lone = lone_entries;
+  for (const std::vector<float>* x : {&patterns, &lone}) {
+    for (const size_t group : {size_t{64}, size_t{80}}) {
+      const size_t n = x->size(), groups = (n + group - 1) / group;
+      std::vector<int32_t> listed_groups;
+      for (size_t g = 0; g < groups; ++g)
+        if (x == &lone || g % 3 == 0 || g == groups - 1)
+          listed_groups.push_back(static_cast<int32_t>(g));
+      for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+        const RowInDtype row = in_dtype(*x, dtype);
+        Listed want;
+        for (const int32_t g : listed_groups) {
+          for (size_t i = g * group; i < std::min(n, (g + 1) * group); ++i) {
+            if (row.widened[i] < kThreshold) continue;
+            want.ids.push_back(static_cast<int32_t>(i));
+            want.values.push_back(row.widened[i]);
+          }
+        }
+        for (const bool few_each : {true, false}) {
+          std::vector<int32_t> ids(n + cpu::kCompressSlack);
+          std::vector<float> values(n + cpu::kCompressSlack);
+          bool bad = true;
+          const size_t count = cpu::compress_source_groups(
+              row.src, dtype, n, group, listed_groups.data(), listed_groups.size(), kThreshold,
+              few_each, ids.data(), values.data(), &bad);
+          EXPECT_FALSE(bad);
+          SCOPED_TRACE(::testing::Message() << "group " << group << " few_each " << few_each
+                                            << " dtype " << static_cast<int>(dtype));
+          expect_listed(want, ids, values, count);
+        }
+      }
+    }
+  }
+}
+
 // list_marked lists the entries a bitmap marks, each divided by t as scalar division does: the
 // bitmap marks every_lane_pattern's entries above the threshold (every pattern of every lane
 // count), a row of 2^20 + 13 entries leaving a last word of 13 bits and a last byte of 5, whose 3
