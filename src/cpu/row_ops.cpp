@@ -1255,9 +1255,15 @@ HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, flo
   HWY_ALIGN float quad[kQuad];
   size_t count = 0, i = from;
   for (; i + 4 * lanes <= to; i += 4 * lanes) {
+    // A quad with nothing to list is skipped as compress_source_range skips it (groups of 128 or
+    // more hold empty ones): below the threshold, none is NaN or +inf.
+    const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
+    const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
+    const auto below = hn::And(hn::And(hn::Lt(v0, vthr), hn::Lt(v1, vthr)),
+                               hn::And(hn::Lt(v2, vthr), hn::Lt(v3, vthr)));
+    if (hn::AllTrue(d, below)) continue;
     uint64_t passing = 0;
-    for (size_t q = 0; q < 4; ++q) {
-      const auto v = src.Whole(d, i + q * lanes);
+    auto note = [&](size_t q, hn::Vec<D> v) {
       seen_bad.Check(d, v);
       if constexpr (!kFloat32) hn::Store(v, d, quad + q * lanes);
       uint8_t bytes[8] = {};
@@ -1265,7 +1271,11 @@ HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, flo
       uint64_t bits;
       std::memcpy(&bits, bytes, sizeof(bits));
       passing |= (bits & lane_bits) << (q * lanes);
-    }
+    };
+    note(0, v0);
+    note(1, v1);
+    note(2, v2);
+    note(3, v3);
     // The first two without a branch (past the passing ones, writes the next append overwrites,
     // within the slack), any more in a loop: a loop for all mispredicted its exit.
     auto append = [&](size_t at) {
