@@ -1159,6 +1159,13 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
   });
 }
 
+// Whether four vectors' entries are all below vthr (then none is NaN or +inf).
+template <class D, class V>
+HWY_INLINE bool AllBelow(D d, V vthr, V v0, V v1, V v2, V v3) {
+  return hn::AllTrue(d, hn::And(hn::And(hn::Lt(v0, vthr), hn::Lt(v1, vthr)),
+                                hn::And(hn::Lt(v2, vthr), hn::Lt(v3, vthr))));
+}
+
 // compress_at_least over src[from, to) of a caller's row, read in place and widened: appends
 // (id, value) of entries >= threshold, id order (ids index src), at ids / values; returns how
 // many, or stops once more than `limit` passed (a count > limit: at most 4 vectors more, which
@@ -1188,9 +1195,7 @@ HWY_INLINE size_t compress_source_range(D d, Source src, size_t from, size_t to,
   for (; i + 4 * lanes <= to; i += 4 * lanes) {
     const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
     const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
-    const auto below = hn::And(hn::And(hn::Lt(v0, vthr), hn::Lt(v1, vthr)),
-                               hn::And(hn::Lt(v2, vthr), hn::Lt(v3, vthr)));
-    if (hn::AllTrue(d, below)) continue;
+    if (AllBelow(d, vthr, v0, v1, v2, v3)) continue;
     seen_bad.Check(d, v0);
     seen_bad.Check(d, v1);
     seen_bad.Check(d, v2);
@@ -1259,9 +1264,7 @@ HWY_INLINE size_t list_sparse_range(D d, Source src, size_t from, size_t to, flo
     // more hold empty ones): below the threshold, none is NaN or +inf.
     const auto v0 = src.Whole(d, i), v1 = src.Whole(d, i + lanes);
     const auto v2 = src.Whole(d, i + 2 * lanes), v3 = src.Whole(d, i + 3 * lanes);
-    const auto below = hn::And(hn::And(hn::Lt(v0, vthr), hn::Lt(v1, vthr)),
-                               hn::And(hn::Lt(v2, vthr), hn::Lt(v3, vthr)));
-    if (hn::AllTrue(d, below)) continue;
+    if (AllBelow(d, vthr, v0, v1, v2, v3)) continue;
     uint64_t passing = 0;
     auto note = [&](size_t q, hn::Vec<D> v) {
       seen_bad.Check(d, v);
