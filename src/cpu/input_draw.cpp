@@ -891,8 +891,9 @@ std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t 
   // row shown with more logprobs than it keeps, or top-k after a grammar's mask): from -inf the
   // whole row would be listed and selected, so the finite ones only, as kth_largest lists.
   const float from = kth_max == kNegInf ? std::numeric_limits<float>::lowest() : kth_max;
-  size_t listed =
-      list_scaled_at_least(src, dtype, n, t, from, scratch, parallel, {maxima, group, true});
+  // A masked row's list (from the lowest float) holds every finite entry: not one or two a group.
+  size_t listed = list_scaled_at_least(src, dtype, n, t, from, scratch, parallel,
+                                       {maxima, group, kth_max > kNegInf});
   // Fewer than k listed from a finite max cannot happen on a checked row; declining keeps a
   // broken list harmless.
   if (listed == kNotListed || (listed < kk && kth_max > kNegInf)) return std::nullopt;

@@ -64,13 +64,14 @@ uint16_t row_max_bits16(const uint16_t* HWY_RESTRICT x, size_t n) {
 }
 
 // The k-th largest of x[0, n), 1 < k < n, for n <= kPartitionedAtMost: a quickselect whose
-// partitions are vector compresses into a buffer on the stack, about 2n entries read in all. A
-// level counts the entries above and equal to a pivot (the median of three), then keeps the side
-// that holds the k-th. The bit search below takes 32 passes over every entry where the row's
-// range spans a sign (an LLM row's group maxima do), each pass a chain of a few vectors: 0.38 of
-// a 32k top-k row's 7 us went to it (three selections of 60 to 500 maxima and candidates).
-// nullopt where it gives up (NaN entries, outside the contract; or 64 levels of bad pivots): the
-// bit search decides.
+// partitions are vector compresses into a buffer on the stack. A level reads its entries twice:
+// it counts those above and equal to a pivot (the median of three), then keeps the side that
+// holds the k-th (about 4n entries read in all with good pivots). The bit search below takes 32
+// passes over every entry where the row's range spans a sign (an LLM row's group maxima do), each
+// pass a chain of a few vectors: 0.38 of a 32k top-k row's 7 us went to it (three selections of 60
+// to 500 maxima and candidates). nullopt where it gives up, and the bit search decides: a NaN
+// pivot, NaN entries (which neither side keeps) leaving fewer than k, or 64 levels of bad pivots.
+// NaN is outside the contract: with NaN among the entries the two methods may answer differently.
 constexpr size_t kPartitionedAtMost = 1024;
 std::optional<float> kth_by_partition(const float* HWY_RESTRICT x, size_t n, size_t k) {
   const hn::ScalableTag<float> d;

@@ -372,7 +372,8 @@ float smallest_passing(Passes passes) {
 // answer until the test changes, then a bisection of that bracket. A monotone test has one
 // smallest passing float, so this is the same float; a guess a few ULPs off takes a handful of
 // tests instead of 32 (a divide or an exp each, in a dependent chain: the 32 divisions of a
-// top-k row's listing threshold were 3% of a 32k row). A NaN guess bisects the whole range.
+// top-k row's listing threshold were 3% of a 32k row), a guess far off up to 64. A NaN guess
+// bisects the whole range.
 template <class Passes>
 float smallest_passing(Passes passes, float guess) {
   if (std::isnan(guess)) return smallest_passing(passes);
