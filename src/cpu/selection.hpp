@@ -355,17 +355,24 @@ void mask_band(const int32_t* ids, size_t count, QAt q_at, ValueAt value_at, dou
       scratch.keys, walk);
 }
 
-// The smallest float v for which passes(v) holds, for a test monotone in v that +inf passes
-// (-inf if it passes too): a bisection over the orderable keys, 32 steps at most.
+// The bisection of the keys (lo, hi]: lo fails (or is -inf's key, untested), hi passes (or is
+// +inf's, assumed to).
 template <class Passes>
-float smallest_passing(Passes passes) {
-  uint32_t lo = orderable(kNegInf), hi = orderable(std::numeric_limits<float>::infinity());
-  if (passes(kNegInf)) return kNegInf;
+float smallest_passing_between(Passes passes, uint32_t lo, uint32_t hi) {
   while (hi - lo > 1) {
     const uint32_t mid = lo + (hi - lo) / 2;
     (passes(from_orderable(mid)) ? hi : lo) = mid;
   }
   return from_orderable(hi);
+}
+
+// The smallest float v for which passes(v) holds, for a test monotone in v that +inf passes
+// (-inf if it passes too): a bisection over the orderable keys, 32 steps at most.
+template <class Passes>
+float smallest_passing(Passes passes) {
+  if (passes(kNegInf)) return kNegInf;
+  return smallest_passing_between(passes, orderable(kNegInf),
+                                  orderable(std::numeric_limits<float>::infinity()));
 }
 
 // smallest_passing near a guess: from the guess's key, steps of 1, 2, 4, ... keys towards the
@@ -409,11 +416,7 @@ float smallest_passing(Passes passes, float guess) {
       lo = above;
     }
   }
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    (passes(from_orderable(mid)) ? hi : lo) = mid;
-  }
-  return from_orderable(hi);
+  return smallest_passing_between(passes, lo, hi);
 }
 
 // The oracle's probability test, std::exp(v - max) * inv_sum < threshold (min_p's strict rule;
