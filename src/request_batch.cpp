@@ -57,13 +57,13 @@ struct KeptRequest {
                       [this](uint32_t i) { return output_counts[i].token_id; });
   }
   // After reserve_next_output: allocates nothing, so throws nothing.
-  void add_output(TokenId id) {
-    output.push_back(id);
-    mark_seen(seen, id);
+  void add_output(TokenId token) {
+    output.push_back(token);
+    mark_seen(seen, token);
     const auto next = static_cast<uint32_t>(output_counts.size());
     const uint32_t index = output_of.find_or_insert(
-        id, next, [this](uint32_t i) { return output_counts[i].token_id; });
-    if (index == next) output_counts.push_back({id, 0, false});
+        token, next, [this](uint32_t i) { return output_counts[i].token_id; });
+    if (index == next) output_counts.push_back({token, 0, false});
     ++output_counts[index].output_count;
   }
 };

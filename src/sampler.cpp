@@ -56,9 +56,9 @@ std::string row_name(int64_t row, std::span<const KeptRowState> kept) {
 // A ParallelFor that runs a row's chunks on the pool's threads (which then poll for the row's
 // next pass).
 ParallelFor chunks_over(ThreadPool& pool) {
-  return {&pool, [](void* pool, int64_t count, void* task, void (*call)(void*, int64_t)) {
+  return {&pool, [](void* context, int64_t count, void* task, void (*call)(void*, int64_t)) {
             auto chunk = [&](int64_t i, int /*worker*/) { call(task, i); };
-            static_cast<ThreadPool*>(pool)->run(count, chunk, ThreadPool::Idle::poll);
+            static_cast<ThreadPool*>(context)->run(count, chunk, ThreadPool::Idle::poll);
           }};
 }
 

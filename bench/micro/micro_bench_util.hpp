@@ -27,12 +27,12 @@ struct Scratch {
   std::vector<uint64_t> keys;
   int64_t vocab;
   size_t room;
-  Scratch(int64_t vocab, const detail::Backend& backend)
-      : ids(backend.list_room(vocab) + detail::kSortSlack),
-        values(backend.list_room(vocab) + detail::kSortSlack),
-        keys(detail::key_storage_size(static_cast<size_t>(vocab))),
-        vocab(vocab),
-        room(backend.list_room(vocab)) {}
+  Scratch(int64_t vocab_size, const detail::Backend& backend)
+      : ids(backend.list_room(vocab_size) + detail::kSortSlack),
+        values(backend.list_room(vocab_size) + detail::kSortSlack),
+        keys(detail::key_storage_size(static_cast<size_t>(vocab_size))),
+        vocab(vocab_size),
+        room(backend.list_room(vocab_size)) {}
   detail::SortScratch view() {
     return detail::SortScratch::over(ids, values, keys, static_cast<size_t>(vocab), room);
   }

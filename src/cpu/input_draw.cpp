@@ -535,8 +535,8 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
         kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
         qs[i] = -1.0f;  // masked
       });
-  auto kept_at = [&](const float*, const float* weights, size_t i) {
-    return (weights[i] != 0.0f) & (weights[i] * inv_sum >= lo);
+  auto kept_at = [&](const float*, const float* block_weights, size_t i) {
+    return (block_weights[i] != 0.0f) & (block_weights[i] * inv_sum >= lo);
   };
   return draw_from_kept_blocks(src, dtype, n, t, row, kept, ids, qs, band, u, kept_at);
 }

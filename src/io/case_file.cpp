@@ -120,9 +120,10 @@ void read_request(const Reader& r, const json& j, const std::string& where, Case
         // As str(int) writes them: stoll alone took " 3", "+3" and "03", which are other JSON
         // keys for token 3, and each bias was added.
         const size_t sign = !id.empty() && id[0] == '-' ? 1 : 0;
-        const bool canonical = id.size() > sign && (id[sign] != '0' || id.size() == 1) &&
-                               std::all_of(id.begin() + static_cast<std::ptrdiff_t>(sign), id.end(),
-                                           [](unsigned char c) { return c >= '0' && c <= '9'; });
+        const bool canonical =
+            id.size() > sign && (id[sign] != '0' || id.size() == 1) &&
+            std::all_of(id.begin() + static_cast<std::ptrdiff_t>(sign), id.end(),
+                        [](unsigned char digit) { return digit >= '0' && digit <= '9'; });
         if (!canonical)
           r.fail(at, "keys must be decimal token ids as str(int) writes them, got \"" + clip(id) +
                          "\"");

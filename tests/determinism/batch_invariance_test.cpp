@@ -184,8 +184,8 @@ TEST_P(BatchInvariance, TraceIsNotTrivial) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocab, BatchInvariance, ::testing::Values(111, 32001),
-                         [](const ::testing::TestParamInfo<int64_t>& info) {
-                           return "Vocab" + std::to_string(info.param);
+                         [](const ::testing::TestParamInfo<int64_t>& param_info) {
+                           return "Vocab" + std::to_string(param_info.param);
                          });
 
 // The invariance tests above pass trivially if every row runs on the caller: a batch's rows must

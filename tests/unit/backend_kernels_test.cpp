@@ -809,9 +809,9 @@ TEST_P(BackendKernels, RawTopNFindsARoundingTieBelowTheGroupsReadFirst) {
 INSTANTIATE_TEST_SUITE_P(AwkwardSizes, BackendKernels,
                          ::testing::Combine(::testing::Values("reference", "cpu"),
                                             ::testing::Values(1, 7, 111, 32001)),
-                         [](const ::testing::TestParamInfo<KernelParam>& info) {
-                           return std::get<0>(info.param) + "_vocab" +
-                                  std::to_string(std::get<1>(info.param));
+                         [](const ::testing::TestParamInfo<KernelParam>& param_info) {
+                           return std::get<0>(param_info.param) + "_vocab" +
+                                  std::to_string(std::get<1>(param_info.param));
                          });
 
 }  // namespace

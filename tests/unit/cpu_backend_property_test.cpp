@@ -46,7 +46,7 @@ const void* caller_row(const std::vector<float>& row, lastmile::DType dtype,
 // A backend's scratch for a row of n, as a worker's: lists of up to the backend's list_room(n)
 // entries, exactly (a kernel that lists more writes past the storage, which ASan reports).
 struct Scratch {
-  explicit Scratch(const Backend& backend) : backend(&backend) {}
+  explicit Scratch(const Backend& owner) : backend(&owner) {}
   const Backend* backend;
   std::vector<int32_t> ids;
   std::vector<float> values;
@@ -663,8 +663,8 @@ TEST(CpuBackendProperty, DrawFromInputEqualsTheOraclesSteps) {
           << "trial " << trial;
       ASSERT_EQ(learned.maxima.blocks, expected.maxima.blocks) << "trial " << trial;
       EXPECT_EQ(learned.maxima.block, expected.maxima.block) << "trial " << trial;
-      for (size_t b = 0; b < learned.maxima.blocks; ++b)
-        EXPECT_EQ(learned.maxima.max[b], expected.maxima.max[b]) << "trial " << trial;
+      for (size_t block = 0; block < learned.maxima.blocks; ++block)
+        EXPECT_EQ(learned.maxima.max[block], expected.maxima.max[block]) << "trial " << trial;
     }
     if (shape == 5 && params.top_k < n) {
       EXPECT_EQ(fast, lastmile::detail::kNoInputDraw) << "trial " << trial;
@@ -1218,11 +1218,11 @@ TEST(CpuBackendProperty, DrawFromInputTopKByGroupMaximaEqualsTheOraclesSteps) {
     EXPECT_EQ(values_fast, values_slow) << "trial " << trial << " shape " << shape;
     for (int draw = 0; draw < 8; ++draw) {
       const double u = (draw + std::uniform_real_distribution<double>(0.0, 1.0)(rng)) / 8;
-      const TokenId fast =
+      const TokenId drawn =
           cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
-      ASSERT_EQ(fast, oracle().draw(x.data(), n, u, b.get(x.size())))
+      ASSERT_EQ(drawn, oracle().draw(x.data(), n, u, b.get(x.size())))
           << "trial " << trial << " shape " << shape << " n " << n << " k " << k << " u " << u;
-      EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), fast)
+      EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kBackwards), drawn)
           << "trial " << trial;
     }
   }
