@@ -444,6 +444,31 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// How late a worker asleep for a decode step's 1 ms starts a run (ThreadPool's
+// last_worker_delay_ns), the median of 30 runs in microseconds; nullopt on one thread, or when the
+// caller ran every task each time. Every call that spreads its rows pays it: on the README's
+// 2-core VM 35 us (the waking caller also spent 14 us in the system call), in a call of 64 rows
+// of 32k tokens that took 280 us; a call of 64 rows of 256k tokens took 1.5 ms.
+std::optional<double> worker_start_delay_us(int threads) {
+  if (threads < 2) return std::nullopt;
+  detail::ThreadPool pool(threads);
+  // Tasks long enough that the caller cannot take them all before a worker comes.
+  auto task = [](int64_t, int) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(25);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  std::vector<double> delays;
+  for (int run = 0; run < 30; ++run) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pool.run(8 * threads, task);
+    if (pool.last_worker_delay_ns() >= 0)
+      delays.push_back(static_cast<double>(pool.last_worker_delay_ns()) / 1000);
+  }
+  if (delays.empty()) return std::nullopt;
+  return median(delays);
+}
+
 // Least-squares slope of log(time per call) against log(x).
 double fitted_exponent(const std::vector<std::pair<double, double>>& points) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -563,8 +588,13 @@ int run_bench(const BenchOptions& options) {
     results.push_back(run_scenario(s));
   }
 
-  std::printf("lastmile bench: backend %s, %s, medians per row\n\n", backend_name.c_str(),
+  std::printf("lastmile bench: backend %s, %s, medians per row\n", backend_name.c_str(),
               cpu_model().c_str());
+  const std::optional<double> wake_us = worker_start_delay_us(threads);
+  if (wake_us)
+    std::printf("a worker asleep 1 ms starts a run %.0f us after it is posted (median of 30)\n",
+                *wake_us);
+  std::printf("\n");
   std::printf("%-22s %6s %7s %5s %3s %12s %12s %13s %9s %10s\n", "scenario", "batch", "vocab",
               "dtype", "thr", "ours_us/row", "roofline_us", "baseline_us", "ours/roof",
               "base/ours");
@@ -638,14 +668,16 @@ int run_bench(const BenchOptions& options) {
   const nlohmann::json targets_json = report_targets(results, scaling_json);
 
   if (!options.json_path.empty()) {
-    const nlohmann::json doc = {{"machine",
-                                 {{"cpu", cpu_model()},
-                                  {"hardware_threads", std::thread::hardware_concurrency()},
-                                  {"simd_target", cpu::dispatch_target_name()},
-                                  {"backend", backend_name}}},
-                                {"scenarios", scenario_json},
-                                {"scaling", scaling_json},
-                                {"targets", targets_json}};
+    const nlohmann::json doc = {
+        {"machine",
+         {{"cpu", cpu_model()},
+          {"hardware_threads", std::thread::hardware_concurrency()},
+          {"simd_target", cpu::dispatch_target_name()},
+          {"backend", backend_name},
+          {"worker_start_delay_us", wake_us ? nlohmann::json(*wake_us) : nlohmann::json()}}},
+        {"scenarios", scenario_json},
+        {"scaling", scaling_json},
+        {"targets", targets_json}};
     std::ofstream out(options.json_path);
     out << doc.dump(2) << '\n';
     out.close();  // a full disk shows at the flush: checked after it

@@ -29,6 +29,10 @@ def main():
                 doc = json.load(f)
             if "reference" not in doc["machine"]["backend"]:
                 problems.append(f"machine.backend is {doc['machine']['backend']!r}")
+            # One thread has no worker to wake: no delay, and null rather than a made-up 0.
+            if doc["machine"].get("worker_start_delay_us", "absent") is not None:
+                problems.append(f"machine.worker_start_delay_us on one thread is "
+                                f"{doc['machine'].get('worker_start_delay_us', 'absent')!r}")
             s = doc["scenarios"][0]
             # decode_b1 is timed in turns with its one-thread twin and has no target of its own.
             if not s.get("twin_us_per_row", 0) > 0:
