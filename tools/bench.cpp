@@ -444,12 +444,19 @@ std::string cpu_model() {
   return "unknown";
 }
 
-// How late a worker asleep for a decode step's 1 ms starts a run (ThreadPool's
-// last_worker_delay_ns), the median of 30 runs in microseconds; nullopt on one thread, or when the
-// caller ran every task each time. Every call that spreads its rows pays it: on the README's
-// 2-core VM 35 us (the waking caller also spent 14 us in the system call), in a call of 64 rows
-// of 32k tokens that took 280 us; a call of 64 rows of 256k tokens took 1.5 ms.
-std::optional<double> worker_start_delay_us(int threads) {
+// How late a worker asleep for a decode step's 1 ms starts a run: ThreadPool's
+// last_worker_delay_ns (the first worker to claim a task) over kRuns runs, each of 8 tasks a thread
+// of 25 us. A run the caller finished before any worker came measures nothing. Every call that
+// spreads its rows pays this once: on the README's 2-core VM a median of 32-44 us in five bench
+// runs, of a 64-row call of 32k tokens that took about 270 us (the waking caller also spends some
+// 14 us in the system call); a call of 64 rows of 256k tokens took 1.4-1.6 ms.
+struct WorkerStart {
+  static constexpr size_t kRuns = 30;
+  size_t measured = 0;  // runs that a worker joined
+  double median_us = 0;
+};
+
+std::optional<WorkerStart> worker_start(int threads) {
   if (threads < 2) return std::nullopt;
   detail::ThreadPool pool(threads);
   // Tasks long enough that the caller cannot take them all before a worker comes.
@@ -459,14 +466,35 @@ std::optional<double> worker_start_delay_us(int threads) {
     }
   };
   std::vector<double> delays;
-  for (int run = 0; run < 30; ++run) {
+  for (size_t run = 0; run < WorkerStart::kRuns; ++run) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     pool.run(8 * threads, task);
     if (pool.last_worker_delay_ns() >= 0)
       delays.push_back(static_cast<double>(pool.last_worker_delay_ns()) / 1000);
   }
-  if (delays.empty()) return std::nullopt;
-  return median(delays);
+  WorkerStart start;
+  start.measured = delays.size();
+  if (!delays.empty()) start.median_us = median(delays);
+  return start;
+}
+
+// The line under the bench's header: how late a sleeping worker joins a run, or that none did.
+void print_worker_start(const WorkerStart& start, int threads) {
+  std::printf("a worker asleep 1 ms ");
+  if (start.measured == 0) {
+    std::printf("came after the caller had run every task, in all %zu runs", WorkerStart::kRuns);
+  } else {
+    std::printf("starts a run %.0f us after it is posted (median of %zu runs", start.median_us,
+                start.measured);
+    if (start.measured < WorkerStart::kRuns)
+      std::printf("; in %zu more the caller ran every task first",
+                  WorkerStart::kRuns - start.measured);
+    std::printf(")");
+  }
+  const unsigned hardware = std::thread::hardware_concurrency();
+  if (hardware > 0 && static_cast<unsigned>(threads) > hardware)
+    std::printf("; %d threads on %u hardware threads", threads, hardware);
+  std::printf("\n");
 }
 
 // Least-squares slope of log(time per call) against log(x).
@@ -590,10 +618,8 @@ int run_bench(const BenchOptions& options) {
 
   std::printf("lastmile bench: backend %s, %s, medians per row\n", backend_name.c_str(),
               cpu_model().c_str());
-  const std::optional<double> wake_us = worker_start_delay_us(threads);
-  if (wake_us)
-    std::printf("a worker asleep 1 ms starts a run %.0f us after it is posted (median of 30)\n",
-                *wake_us);
+  const std::optional<WorkerStart> wake = worker_start(threads);
+  if (wake) print_worker_start(*wake, threads);
   std::printf("\n");
   std::printf("%-22s %6s %7s %5s %3s %12s %12s %13s %9s %10s\n", "scenario", "batch", "vocab",
               "dtype", "thr", "ours_us/row", "roofline_us", "baseline_us", "ours/roof",
@@ -674,7 +700,9 @@ int run_bench(const BenchOptions& options) {
           {"hardware_threads", std::thread::hardware_concurrency()},
           {"simd_target", cpu::dispatch_target_name()},
           {"backend", backend_name},
-          {"worker_start_delay_us", wake_us ? nlohmann::json(*wake_us) : nlohmann::json()}}},
+          // null: one thread, or no worker came before the caller had run every task.
+          {"worker_start_delay_us",
+           wake && wake->measured > 0 ? nlohmann::json(wake->median_us) : nlohmann::json()}}},
         {"scenarios", scenario_json},
         {"scaling", scaling_json},
         {"targets", targets_json}};
