@@ -253,6 +253,58 @@ TEST(CpuCompress, ListMarkedMatchesABitByBitWalk) {
   }
 }
 
+// Long rows marked sparsely (a flat band marks about 6%), densely, sparse in their first 4096
+// entries and dense after and the reverse, in each dtype, divided or not, with a last partial word:
+// the same list as walking the bits one by one. A limit of half the marks stops the listing: the
+// count passes it, and nothing is written past the room the limit asks for.
+TEST(CpuCompress, ListMarkedMatchesABitByBitWalkOnLongRowsAndStopsAtItsLimit) {
+  std::mt19937 rng(17);
+  struct Marking {
+    double first, rest;  // densities over the first 4096 entries and after them
+  };
+  const Marking markings[] = {{0.01, 0.01}, {0.063, 0.063}, {0.5, 0.5}, {0.01, 0.9}, {0.9, 0.01}};
+  for (const size_t n : {size_t{4096 + 13}, size_t{70001}}) {
+    std::vector<float> x(n);  // multiples of 2^-10 in (-1, 1): binary16 holds them
+    for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 2047) - 1023) / 1024.0f;
+    for (const Marking& marking : markings) {
+      std::vector<uint8_t> bits((n + 7) / 8);
+      std::vector<size_t> marked;
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::bernoulli_distribution(i < 4096 ? marking.first : marking.rest)(rng)) continue;
+        bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+        marked.push_back(i);
+      }
+      for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+        const RowInDtype row = in_dtype(x, dtype);
+        for (const float t : {1.0f, 0.7f}) {
+          SCOPED_TRACE(testing::Message()
+                       << "n " << n << " densities " << marking.first << ", " << marking.rest
+                       << " dtype " << static_cast<int>(dtype) << " t " << t);
+          Listed want;
+          for (const size_t i : marked) {
+            want.ids.push_back(static_cast<int32_t>(i));
+            want.values.push_back(t == 1.0f ? row.widened[i] : row.widened[i] / t);
+          }
+          std::vector<int32_t> ids(n + cpu::kCompressSlack);
+          std::vector<float> values(n + cpu::kCompressSlack);
+          expect_listed(want, ids, values,
+                        cpu::list_marked(row.src, dtype, n, t, bits.data(), ids.data(),
+                                         values.data(), marked.size() + 64));
+          // Room for the limit and the slack alone, as the contract asks: a listing past it
+          // writes out of bounds, which the sanitizer builds catch.
+          const size_t half = marked.size() / 2;
+          ASSERT_GT(marked.size(), 1u);
+          std::vector<int32_t> few_ids(half + cpu::kCompressSlack);
+          std::vector<float> few_values(half + cpu::kCompressSlack);
+          EXPECT_GT(cpu::list_marked(row.src, dtype, n, t, bits.data(), few_ids.data(),
+                                     few_values.data(), half),
+                    half);
+        }
+      }
+    }
+  }
+}
+
 // list_between lists the indices of the entries in [lo, hi): each vector's lanes in the range
 // follow its pattern, the others lie below lo (or at -0.0, or -inf) or at or above hi, and the
 // range's ends themselves are tried (lo in, hi out).
