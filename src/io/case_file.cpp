@@ -194,6 +194,10 @@ const char* logprobs_mode_name(LogprobsMode mode) {
 Case parse_case(const std::string& json_text, const std::string& name) {
   const Reader r(name);
   json j;
+  // nlohmann's lexer takes a NUL byte for the end of the input: the text after one would be
+  // dropped unread (and a file that starts with one reported as ending at column 1).
+  if (const size_t nul = json_text.find('\0'); nul != std::string::npos)
+    throw InvalidArgument(name + ": invalid JSON: a NUL byte at offset " + std::to_string(nul));
   try {
     j = json::parse(json_text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999

@@ -19,6 +19,16 @@ std::string message_of(const std::string& json) {
   return "(no error)";
 }
 
+// A NUL byte ends nlohmann's input: a valid case followed by one and garbage would parse as the
+// case alone. Any NUL is refused, with its offset.
+TEST(CaseFile, ANulByteIsRefusedNotTakenForTheEnd) {
+  const std::string valid = R"({"requests": [{}, {}]})";
+  EXPECT_EQ(message_of(valid + std::string(1, '\0') + R"({"this is": garbage)"),
+            "case.json: invalid JSON: a NUL byte at offset " + std::to_string(valid.size()));
+  EXPECT_EQ(message_of(std::string("\0\x01\x02", 3)),
+            "case.json: invalid JSON: a NUL byte at offset 0");
+}
+
 TEST(CaseFile, GreedyIsDecidedOnTheJsonDouble) {
   // 9.9999999e-06 < 1e-5 in double, but rounds to 1e-5f: vLLM calls it greedy (spec §8.1).
   const auto c =
