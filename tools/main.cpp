@@ -6,12 +6,26 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <new>
 #include <string>
 
 #include "commands.hpp"
 #include "lastmile/lastmile.hpp"
+
+namespace {
+
+// Whether everything written to stdout (by stdio or iostreams) reached it; says so on stderr
+// when not. A full disk shows only at the flush.
+bool stdout_written() {
+  std::cout.flush();
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && !std::cout.fail()) return true;
+  std::fprintf(stderr, "lastmile: error: stdout: write failed\n");
+  return false;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"lastmile: vLLM's V1 sampler in C++ (run with no arguments for a demo)"};
@@ -92,7 +106,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == 0) {  // --help, --version: CLI11 prints them to std::cout
+      const int status = app.exit(e);
+      return stdout_written() ? status : 2;
+    }
     std::fprintf(stderr, "lastmile: error: %s\n", e.what());
     return 2;
   }
@@ -114,10 +131,7 @@ int main(int argc, char** argv) {
                                     : lastmile::cli::run_demo(demo);
     // The demo's and bench's output is stdout: a full disk shows at the flush. A closed pipe ends
     // the process by SIGPIPE before, as it ends any Unix filter.
-    if (status == 0 && (std::fflush(stdout) != 0 || std::ferror(stdout) != 0)) {
-      std::fprintf(stderr, "lastmile: error: stdout: write failed\n");
-      return 2;
-    }
+    if (status == 0 && !stdout_written()) return 2;
     return status;
   } catch (const lastmile::Error& e) {
     std::fprintf(stderr, "lastmile: error: %s\n", e.what());

@@ -151,6 +151,8 @@ def commands(tmp):
         os.symlink("/dev/full", f"{full_npy}/full_logprobs.npy")
         yield "full_logprobs.npy on a full disk", ["run", case, "--out", full_npy, "--num-logprobs", "-1"], "full_logprobs.npy: write failed"
         yield "demo to a full stdout", ["--steps", "1", ">", "/dev/full"], "lastmile: error: stdout: write failed$"
+        yield "--help to a full stdout", ["--help", ">", "/dev/full"], "lastmile: error: stdout: write failed$"
+        yield "--version to a full stdout", ["--version", ">", "/dev/full"], "lastmile: error: stdout: write failed$"
 
 
 def main():
