@@ -2,6 +2,7 @@
 // Every failure is one line on stderr and exit status 2; nothing is allowed to crash.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdio>
 #include <exception>
@@ -10,6 +11,7 @@
 #include <map>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "lastmile/lastmile.hpp"
@@ -58,6 +60,26 @@ int main(int argc, char** argv) {
       },
       "DECIMAL");
 
+  // A word from a list (case ignored), given back as the list has it; the error names the list.
+  // (CLI11's CheckedTransformer printed its map, and took the enum's numbers too.)
+  auto one_of = [](std::vector<std::string> words) {
+    std::string list;
+    for (size_t i = 0; i < words.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
+    return CLI::Validator(
+        [words, list](std::string& text) -> std::string {
+          std::string lower = text;
+          std::transform(lower.begin(), lower.end(), lower.begin(),
+                         [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+          if (std::find(words.begin(), words.end(), lower) == words.end())
+            return "expected " + list + ", got '" + text + "'";
+          text = lower;
+          return {};
+        },
+        "WORD");
+  };
+  const CLI::Validator backend_name = one_of({"auto", "cpu", "reference"});
+
   lastmile::cli::DemoOptions demo;
   app.add_option("--steps", demo.steps, "demo: decoding steps")
       ->transform(decimal)
@@ -66,15 +88,18 @@ int main(int argc, char** argv) {
       ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   app.add_option("--backend", demo.backend, "auto | cpu | reference")
-      ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
+      ->transform(CLI::Transformer(backends).description(""))  // run last: added first
+      ->transform(backend_name);
 
   lastmile::cli::RunOptions run;
   CLI::App* run_cmd =
       app.add_subcommand("run", "sample a golden case folder (the runner contract)");
   run_cmd->add_option("case_dir", run.case_dir, "folder with case.json and logits.npy")->required();
   run_cmd->add_option("--out", run.out_dir, "folder to write output.json into")->required();
-  run_cmd->add_option("--logprobs-mode", run.logprobs_mode,
-                      "raw_logprobs | raw_logits | processed_logprobs | processed_logits");
+  run_cmd
+      ->add_option("--logprobs-mode", run.logprobs_mode,
+                   "raw_logprobs | raw_logits | processed_logprobs | processed_logits")
+      ->check(one_of({"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}));
   run_cmd->add_option("--num-logprobs", run.num_logprobs, "-1: full matrix; N: top-N")
       ->transform(decimal)
       ->allow_extra_args(false);
@@ -85,7 +110,8 @@ int main(int argc, char** argv) {
       ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   run_cmd->add_option("--backend", run.backend, "auto | cpu | reference")
-      ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
+      ->transform(CLI::Transformer(backends).description(""))  // run last: added first
+      ->transform(backend_name);
 
   lastmile::cli::BenchOptions bench;
   CLI::App* bench_cmd =
@@ -101,7 +127,8 @@ int main(int argc, char** argv) {
           },
           "PATH"));
   bench_cmd->add_option("--backend", bench.backend, "auto | cpu | reference")
-      ->transform(CLI::CheckedTransformer(backends, CLI::ignore_case));
+      ->transform(CLI::Transformer(backends).description(""))  // run last: added first
+      ->transform(backend_name);
 
   try {
     app.parse(argc, argv);

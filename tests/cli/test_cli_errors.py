@@ -91,7 +91,8 @@ def cases(tmp):
     yield "empty npy", [make_case(f"{tmp}/empty", raw_logits=b"")], "not a .npy file"
     yield "NaN logits", [make_case(f"{tmp}/nan", logits=nan_logits)], "nan/logits.npy: row 1: logits contain NaN at token_id 7"
     yield "+inf logits", [make_case(f"{tmp}/inf", logits=inf_logits)], "row 0: logits contain +inf at token_id 3"
-    yield "bad logprobs mode", [make_case(f"{tmp}/mode"), "--logprobs-mode", "cooked"], 'logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or processed_logits, got "cooked"'
+    # The option, not case.json's field, is named.
+    yield "bad logprobs mode", [make_case(f"{tmp}/mode"), "--logprobs-mode", "cooked"], "lastmile: error: --logprobs-mode: expected raw_logprobs, raw_logits, processed_logprobs or processed_logits, got 'cooked'$"
     yield "bad num_logprobs", [make_case(f"{tmp}/num"), "--num-logprobs", "-2"], "batch: num_logprobs must be -1 or in [0, 16], got -2"
     yield "unknown flag", [make_case(f"{tmp}/out"), "--out-override"], "not expected: --out-override"
     bad_order = b"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2, 16), }"
@@ -134,6 +135,9 @@ def commands(tmp):
     out = f"{tmp}/cmd_out"
     os.makedirs(out)
     # The demo's options before a subcommand were accepted and ignored.
+    # The names only (CLI11's transformer printed its map and took the enum's numbers as well).
+    yield "unknown --backend", ["--backend", "gpu", "--steps", "1"], "lastmile: error: --backend: expected auto, cpu or reference, got 'gpu'$"
+    yield "--backend as a number", ["run", case, "--out", out, "--backend", "1"], "lastmile: error: --backend: expected auto, cpu or reference, got '1'$"
     yield "--backend before run", ["--backend", "reference", "run", case, "--out", out], "--backend before 'run' is the demo's option; give it after the subcommand"
     yield "--threads before bench", ["--threads", "1", "bench", "--scenario", "nope"], "lastmile: error: --threads before 'bench' is the demo's option; give it after the subcommand$"
     # CLI11 alone reads 0x10 as 16 and 010 as 8; options are decimal (test_cli_decimal_options).
