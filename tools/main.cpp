@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
         },
         "WORD");
   };
+  // CLI11 runs an option's transforms last added first: backend_name, then the map to the enum.
   const CLI::Validator backend_name = one_of({"auto", "cpu", "reference"});
 
   lastmile::cli::DemoOptions demo;
@@ -88,7 +89,7 @@ int main(int argc, char** argv) {
       ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   app.add_option("--backend", demo.backend, "auto | cpu | reference")
-      ->transform(CLI::Transformer(backends).description(""))  // run last: added first
+      ->transform(CLI::Transformer(backends).description(""))  // runs after backend_name
       ->transform(backend_name);
 
   lastmile::cli::RunOptions run;
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--logprobs-mode", run.logprobs_mode,
                    "raw_logprobs | raw_logits | processed_logprobs | processed_logits")
-      ->check(one_of({"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}));
+      ->transform(one_of({"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}));
   run_cmd->add_option("--num-logprobs", run.num_logprobs, "-1: full matrix; N: top-N")
       ->transform(decimal)
       ->allow_extra_args(false);
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
       ->transform(decimal)
       ->check(CLI::Range(0, 1024));
   run_cmd->add_option("--backend", run.backend, "auto | cpu | reference")
-      ->transform(CLI::Transformer(backends).description(""))  // run last: added first
+      ->transform(CLI::Transformer(backends).description(""))  // runs after backend_name
       ->transform(backend_name);
 
   lastmile::cli::BenchOptions bench;
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
           },
           "PATH"));
   bench_cmd->add_option("--backend", bench.backend, "auto | cpu | reference")
-      ->transform(CLI::Transformer(backends).description(""))  // run last: added first
+      ->transform(CLI::Transformer(backends).description(""))  // runs after backend_name
       ->transform(backend_name);
 
   try {
