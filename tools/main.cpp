@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
 
   // A word from a list (case ignored), given back as the list has it; the error names the list.
   // (CLI11's CheckedTransformer printed its map, and took the enum's numbers too.)
-  auto one_of = [](std::vector<std::string> words) {
+  auto one_of = [](const std::vector<std::string>& words) {
     std::string list;
     for (size_t i = 0; i < words.size(); ++i)
       list += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
@@ -79,7 +79,9 @@ int main(int argc, char** argv) {
         "WORD");
   };
   // CLI11 runs an option's transforms last added first: backend_name, then the map to the enum.
-  const CLI::Validator backend_name = one_of({"auto", "cpu", "reference"});
+  std::vector<std::string> backend_words;
+  for (const auto& entry : backends) backend_words.push_back(entry.first);
+  const CLI::Validator backend_name = one_of(backend_words);
 
   lastmile::cli::DemoOptions demo;
   app.add_option("--steps", demo.steps, "demo: decoding steps")
