@@ -616,8 +616,9 @@ int run_bench(const BenchOptions& options) {
     results.push_back(run_scenario(s));
   }
 
+  const std::string cpu_name = cpu_model();  // read once: the header and the JSON
   std::printf("lastmile bench: backend %s, %s, medians per row\n", backend_name.c_str(),
-              cpu_model().c_str());
+              cpu_name.c_str());
   const std::optional<WorkerStart> wake = worker_start(threads);
   if (wake) print_worker_start(*wake, threads);
   std::printf("\n");
@@ -696,7 +697,7 @@ int run_bench(const BenchOptions& options) {
   if (!options.json_path.empty()) {
     const nlohmann::json doc = {
         {"machine",
-         {{"cpu", cpu_model()},
+         {{"cpu", cpu_name},
           {"hardware_threads", std::thread::hardware_concurrency()},
           {"simd_target", cpu::dispatch_target_name()},
           {"backend", backend_name},
