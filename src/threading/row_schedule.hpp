@@ -17,17 +17,20 @@ namespace lastmile::detail {
 // the rows spread when that holds at the running estimates of r (the caller's rows) and w (averages
 // over past calls). w is taken only from a call that follows a spread one, as it would be while the
 // rows keep spreading (after calls in order the worker has slept longer); a call that spreads after
-// calls in order is followed by one more that spreads, and so is every kProbeEvery-th call in
-// order, which keeps w current. The results are the same either way: rows are independent of each
-// other and of the thread that runs them.
+// calls in order is followed by one more that spreads. Such a probe, which keeps w current, comes
+// after 1 call in order, then after 2, 4, 8, 16 and at most kProbeEvery while probes keep sending
+// the rows back in order; a stretch of spread calls starts the count at 1 again. One slow
+// measurement, such as a worker that the VM left without a core for a call, sent 64-row batches
+// in order for 32 calls before; now they spread again from the sixth. The results are the same
+// either way: rows are independent of each other and of the thread that runs them.
 class RowSchedule {
  public:
-  static constexpr int kProbeEvery = 32;
+  static constexpr int kProbeEvery = 32;       // the most calls in order between two probes
   static constexpr double kWakeCostNs = 5000;  // c: the wake-up's system call, the final wait
 
   // Whether `rows` rows should run side by side over the pool.
   bool spread(int64_t rows) const {
-    if (!wake_known_ || measure_next_ || serial_calls_ + 1 >= kProbeEvery) return true;
+    if (!wake_known_ || measure_next_ || serial_calls_ >= calls_before_probe_) return true;
     return static_cast<double>(rows) * row_ns_ > wake_ns_ + row_ns_ + 2 * kWakeCostNs;
   }
 
@@ -37,10 +40,19 @@ class RowSchedule {
   void record(bool spread, double caller_row_ns, double worker_delay_ns, double run_ns) {
     if (caller_row_ns >= 0) row_ns_ = average(row_ns_, caller_row_ns, row_known_);
     if (!spread) {
+      if (last_spread_)  // back in order: after a probe, wait twice as long for the next one
+        calls_before_probe_ = spread_calls_ <= 2 && spread_after_order_
+                                  ? std::min(2 * calls_before_probe_, kProbeEvery)
+                                  : 1;
       serial_calls_ = std::min(serial_calls_ + 1, kProbeEvery);  // capped: it never overflows
       last_spread_ = false;
       return;
     }
+    if (!last_spread_) {
+      spread_calls_ = 0;
+      spread_after_order_ = serial_calls_ > 0;
+    }
+    spread_calls_ = std::min(spread_calls_ + 1, 3);  // 3: more than a probe's two
     serial_calls_ = 0;
     measure_next_ = !last_spread_;
     if (last_spread_)
@@ -63,8 +75,11 @@ class RowSchedule {
   bool row_known_ = false;
   bool wake_known_ = false;
   bool last_spread_ = false;
-  bool measure_next_ = false;  // the last call spread after calls in order: this one measures w
-  int serial_calls_ = 0;
+  bool measure_next_ = false;   // the last call spread after calls in order: this one measures w
+  int serial_calls_ = 0;        // calls in order since the rows last spread
+  int calls_before_probe_ = 1;  // calls in order after which the rows spread to probe w
+  int spread_calls_ = 0;        // spread calls in the current or last stretch of them (at most 3)
+  bool spread_after_order_ = false;  // that stretch followed calls in order: it began as a probe
 };
 
 }  // namespace lastmile::detail
