@@ -12,6 +12,7 @@
 
 #include "io/clip.hpp"
 #include "io/input_file.hpp"
+#include "io/unique_keys.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::io {
@@ -199,8 +200,8 @@ Case parse_case(const std::string& json_text, const std::string& name) {
   if (const size_t nul = json_text.find('\0'); nul != std::string::npos)
     throw InvalidArgument(name + ": invalid JSON: a NUL byte at offset " + std::to_string(nul));
   try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
+    j = parse_unique_keys(json_text, name);  // a key given twice is refused
+  } catch (const json::exception& e) {       // parse_error, and out_of_range for numbers like 1e999
     throw InvalidArgument(name + ": invalid JSON: " + clip(e.what(), 200));
   }
   r.expect(j, j.is_object(), "top level", "an object");

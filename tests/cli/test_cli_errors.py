@@ -58,6 +58,9 @@ def cases(tmp):
     yield "logits.npy a folder", [f"{tmp}/npy_dir"], "npy_dir/logits.npy: a directory, not a file"
     good_json = json.dumps({"logits_dtype": "float32", "requests": GOOD_REQUESTS})
     yield "a NUL and garbage after the case", [make_case(f"{tmp}/nul", raw_case=good_json + "\0{garbage")], f"nul/case.json: invalid JSON: a NUL byte at offset {len(good_json)}$"
+    twice = good_json.replace('{"temperature"', '{"temperature": 0.5, "temperature"', 1)
+    assert twice != good_json
+    yield "a field given twice", [make_case(f"{tmp}/field_twice", raw_case=twice)], "field_twice/case.json: requests[0].temperature: given twice in one object$"
     yield "number overflowing a double", [make_case(f"{tmp}/overflow", raw_case='{"requests": [{"temperature": 1e999}]}')], "invalid JSON: [json.exception.out_of_range.406] number overflow"
     yield "JSON not an object", [make_case(f"{tmp}/array", raw_case="[1, 2]")], "top level: expected an object"
     yield "missing requests", [make_case(f"{tmp}/noreq", case={"logits_dtype": "float32"})], "requests: missing"

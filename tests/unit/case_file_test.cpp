@@ -29,6 +29,26 @@ TEST(CaseFile, ANulByteIsRefusedNotTakenForTheEnd) {
             "case.json: invalid JSON: a NUL byte at offset 0");
 }
 
+// JSON parsers keep the last of two equal keys: a field given twice would be read once, silently.
+// It is refused wherever it is, with its path.
+TEST(CaseFile, AKeyGivenTwiceInOneObjectIsRefusedWithItsPath) {
+  EXPECT_EQ(message_of(R"({"requests": [{}], "requests": [{}, {}]})"),
+            "case.json: requests: given twice in one object");
+  EXPECT_EQ(message_of(R"({"requests": [{"prompt_token_ids": [1, 2], "logit_bias": {"1": 1},
+                                         "bad_words_token_ids": [[1, 2], [3]]},
+                                        {"seed": 1, "temperature": 0.5, "seed": 2}]})"),
+            "case.json: requests[1].seed: given twice in one object");
+  EXPECT_EQ(message_of(R"({"requests": [{"logit_bias": {"3": 1.0, "4": 0, "3": 2.0}}]})"),
+            "case.json: requests[0].logit_bias.3: given twice in one object");
+  // Equal keys in different objects are not duplicates.
+  const auto c = parse_case(R"({"requests": [{"seed": 1, "logit_bias": {"3": 1}},
+                                              {"seed": 2, "logit_bias": {"3": 2}}]})");
+  ASSERT_EQ(c.params.size(), 2u);
+  EXPECT_EQ(c.params[1].seed, std::optional<uint64_t>(2));
+  ASSERT_EQ(c.params[1].logit_bias.size(), 1u);
+  EXPECT_EQ(c.params[1].logit_bias[0].second, 2.0f);
+}
+
 TEST(CaseFile, GreedyIsDecidedOnTheJsonDouble) {
   // 9.9999999e-06 < 1e-5 in double, but rounds to 1e-5f: vLLM calls it greedy (spec §8.1).
   const auto c =
