@@ -121,7 +121,7 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
   if (excess(below_hi, 0.0) > -margin_hi) return kNoInputDraw;  // one below the band may stay
   uint64_t* const keys = scratch.keys.data();
   for (size_t i = 0; i < band; ++i) keys[i] = ascending_key(values[i], static_cast<int32_t>(i));
-  std::sort(keys, keys + band);  // the oracle's order: ascending, the larger id first
+  cpu::sort_keys(keys, band);  // the oracle's order: ascending, the larger id first
   double cumulative = 0;
   size_t walked = 0;
   for (; walked < band; ++walked) {
