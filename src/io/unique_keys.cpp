@@ -61,7 +61,7 @@ class UniqueKeys {
       if (!f.object)
         out += "[" + std::to_string(f.index) + "]";
       else
-        out += (out.empty() ? "" : ".") + clip(f.key);
+        out += (out.empty() ? "" : ".") + (f.key.empty() ? std::string("\"\"") : clip(f.key));
     }
     return out;
   }

@@ -40,6 +40,8 @@ TEST(CaseFile, AKeyGivenTwiceInOneObjectIsRefusedWithItsPath) {
             "case.json: requests[1].seed: given twice in one object");
   EXPECT_EQ(message_of(R"({"requests": [{"logit_bias": {"3": 1.0, "4": 0, "3": 2.0}}]})"),
             "case.json: requests[0].logit_bias.3: given twice in one object");
+  EXPECT_EQ(message_of(R"({"requests": [{}], "": 1, "": 2})"),
+            "case.json: \"\": given twice in one object");  // an empty key, shown as one
   // Equal keys in different objects are not duplicates.
   const auto c = parse_case(R"({"requests": [{"seed": 1, "logit_bias": {"3": 1}},
                                               {"seed": 2, "logit_bias": {"3": 2}}]})");
