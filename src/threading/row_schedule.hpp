@@ -19,10 +19,13 @@ namespace lastmile::detail {
 // rows keep spreading (after calls in order the worker has slept longer); a call that spreads after
 // calls in order is followed by one more that spreads. Such a probe, which keeps w current, comes
 // after 1 call in order, then after 2, 4, 8, 16 and at most kProbeEvery while probes keep sending
-// the rows back in order; a stretch of spread calls starts the count at 1 again. One slow
-// measurement, such as a worker that the VM left without a core for a call, sent 64-row batches
-// in order for 32 calls before; now they spread again from the sixth. The results are the same
-// either way: rows are independent of each other and of the thread that runs them.
+// the rows back in order. Spread calls that end with a worker that claimed no row start that count
+// at 1 again: its w is a lower bound, and the worker may well be back at the next call. (One such
+// call, a worker the VM left without a core for a call, sent 64-row batches in order until the
+// 65th call, with one probe at the 32nd; now they spread again from the 6th.) Any other spread
+// calls leave the count where it was: they measured w, and a batch of fewer rows that goes in
+// order after them needs no probe sooner. The results are the same either way: rows are
+// independent of each other and of the thread that runs them.
 class RowSchedule {
  public:
   static constexpr int kProbeEvery = 32;       // the most calls in order between two probes
@@ -40,10 +43,10 @@ class RowSchedule {
   void record(bool spread, double caller_row_ns, double worker_delay_ns, double run_ns) {
     if (caller_row_ns >= 0) row_ns_ = average(row_ns_, caller_row_ns, row_known_);
     if (!spread) {
-      if (last_spread_)  // back in order: after a probe, wait twice as long for the next one
-        calls_before_probe_ = spread_calls_ <= 2 && spread_after_order_
-                                  ? std::min(2 * calls_before_probe_, kProbeEvery)
-                                  : 1;
+      if (last_spread_ && spread_calls_ <= 2 && spread_after_order_)  // a probe sent them back
+        calls_before_probe_ = std::min(2 * calls_before_probe_, kProbeEvery);
+      else if (last_spread_ && last_claimless_)  // the worker missed a call: probe at once
+        calls_before_probe_ = 1;
       serial_calls_ = std::min(serial_calls_ + 1, kProbeEvery);  // capped: it never overflows
       last_spread_ = false;
       return;
@@ -53,6 +56,7 @@ class RowSchedule {
       spread_after_order_ = serial_calls_ > 0;
     }
     spread_calls_ = std::min(spread_calls_ + 1, 3);  // 3: more than a probe's two
+    last_claimless_ = worker_delay_ns < 0;
     serial_calls_ = 0;
     measure_next_ = !last_spread_;
     if (last_spread_)
@@ -80,6 +84,7 @@ class RowSchedule {
   int calls_before_probe_ = 1;  // calls in order after which the rows spread to probe w
   int spread_calls_ = 0;        // spread calls in the current or last stretch of them (at most 3)
   bool spread_after_order_ = false;  // that stretch followed calls in order: it began as a probe
+  bool last_claimless_ = false;      // the last spread call's worker claimed no row
 };
 
 }  // namespace lastmile::detail

@@ -1,7 +1,7 @@
 // RowSchedule (src/threading/row_schedule.hpp): rows spread over the pool while it learns a
 // worker's delay, then only when n r > w + r + 2 c at its estimates; the delay is learnt only
 // from a call that follows a spread one; calls in order probe after 1, 2, 4, ... and at most
-// kProbeEvery calls in order.
+// kProbeEvery calls in order, and after 1 again when a worker missed a spread call.
 #include "threading/row_schedule.hpp"
 
 #include <gtest/gtest.h>
@@ -76,17 +76,28 @@ TEST(RowSchedule, ProbesComeAfter1Then2Then4UpToKProbeEveryCallsInOrder) {
             (std::vector<int>{2, 3, 6, 7, 12, 13, 22, 23, 40, 41, 74, 75, 108, 109}));
 }
 
-TEST(RowSchedule, AStretchOfSpreadCallsStartsTheProbesCountAgain) {
+TEST(RowSchedule, SpreadCallsThatMeasuredTheWorkerKeepTheProbesBackOff) {
   RowSchedule s = learnt(1 * kUs, 100 * kUs);
   spread_calls(s, 110, 4, 100 * kUs);  // probes every 32 calls in order by now
   EXPECT_EQ(spread_calls(s, 3, 1000, 100 * kUs), (std::vector<int>{1, 2, 3}));  // 1 ms of rows
+  // w was measured just now: the 4-row batches after them wait the 32 calls for their probe.
+  EXPECT_EQ(spread_calls(s, 40, 4, 100 * kUs), (std::vector<int>{33, 34}));
+}
+
+TEST(RowSchedule, SpreadCallsThatEndWithNoWorkerStartTheProbesCountAgain) {
+  RowSchedule s = learnt(1 * kUs, 100 * kUs);
+  spread_calls(s, 110, 4, 100 * kUs);
+  EXPECT_EQ(spread_calls(s, 2, 1000, 100 * kUs), (std::vector<int>{1, 2}));
+  ASSERT_TRUE(s.spread(1000));
+  s.record(true, 1 * kUs, -1, 1000 * kUs);  // no worker came: w is a lower bound
   EXPECT_EQ(spread_calls(s, 8, 4, 100 * kUs), (std::vector<int>{2, 3, 6, 7}));
 }
 
 TEST(RowSchedule, OneWorkerWithoutACoreForACallDoesNotKeepManyRowsInOrderLong) {
   // The bench saw it: the second call of 64 rows of 7.3 us found no worker in 738 us, which the
   // first value takes whole; its worker came 30 us late again afterwards. Two probes bring w down
-  // to 430 us, and the rows spread again from the 6th call on (the 32nd before probes backed off).
+  // to 430 us, and the rows spread again from the 6th call on (the 65th before the probes backed
+  // off: one probe at the 32nd left w at 561 us).
   RowSchedule s;
   s.record(true, 7.3 * kUs, 8 * kUs, 900 * kUs);
   s.record(true, 7.3 * kUs, -1, 738 * kUs);
