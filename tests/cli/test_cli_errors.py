@@ -61,6 +61,9 @@ def cases(tmp):
     twice = good_json.replace('{"temperature"', '{"temperature": 0.5, "temperature"', 1)
     assert twice != good_json
     yield "a field given twice", [make_case(f"{tmp}/field_twice", raw_case=twice)], "field_twice/case.json: requests[0].temperature: given twice in one object$"
+    # 400k objects in one array: nlohmann's parse with a callback took minutes (quadratic).
+    many = '{"requests": [' + "{}, " * 400000 + '{"seed": 1, "seed": 2}]}'
+    yield "a key given twice after 400k requests", [make_case(f"{tmp}/many", raw_case=many)], "many/case.json: requests[400000].seed: given twice in one object$"
     yield "number overflowing a double", [make_case(f"{tmp}/overflow", raw_case='{"requests": [{"temperature": 1e999}]}')], "invalid JSON: [json.exception.out_of_range.406] number overflow"
     yield "JSON not an object", [make_case(f"{tmp}/array", raw_case="[1, 2]")], "top level: expected an object"
     yield "missing requests", [make_case(f"{tmp}/noreq", case={"logits_dtype": "float32"})], "requests: missing"
