@@ -1,7 +1,6 @@
 // lastmile — JSON parsed with every object's keys unique (unique_keys.hpp).
 #include "io/unique_keys.hpp"
 
-#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -16,7 +15,7 @@ using json = nlohmann::json;
 // A SAX handler that builds nothing: one frame per open object or array, holding where the parser
 // is inside it (the last key read, or the index of the next element) and an object's keys so far.
 // (nlohmann's parse with a callback, the other way to see keys, walks the parent container at
-// every object's end: 40k objects in one array took 0.94 s, not 4 ms.)
+// every object's end: 25k / 50k / 100k objects in one array took 0.36 / 1.42 / 5.70 s.)
 class UniqueKeys {
  public:
   explicit UniqueKeys(const std::string& name) : name_(name) {}
