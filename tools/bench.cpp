@@ -514,6 +514,7 @@ nlohmann::json report_targets(const std::vector<Result>& results, const nlohmann
   struct Target {
     std::string name;
     double value, low, high;
+    bool met() const { return value >= low && value <= high; }
   };
   std::vector<Target> targets;
   auto find = [&](const std::string& name) -> const Result* {
@@ -548,10 +549,16 @@ nlohmann::json report_targets(const std::vector<Result>& results, const nlohmann
   nlohmann::json json = nlohmann::json::array();
   if (targets.empty()) return json;
   int met = 0;
-  for (const Target& t : targets) met += t.value >= t.low && t.value <= t.high;
+  for (const Target& t : targets) met += t.met();
   std::printf("\ntargets (issue #3): %d of %zu met\n", met, targets.size());
+  // Two decimals, or three where two would print the value as a bound it lies beyond or within
+  // (an exponent of 1.153 shown as 1.15 beside 0.85-1.15, NOT MET).
+  auto at_bound = [inf](const Target& t) {
+    auto two = [](double x) { return std::round(x * 100) / 100; };
+    return two(t.value) == two(t.low) || (t.high != inf && two(t.value) == two(t.high));
+  };
   for (const Target& t : targets) {
-    const bool ok = t.value >= t.low && t.value <= t.high;
+    const bool ok = t.met();
     char range[32];
     if (t.high == inf)
       std::snprintf(range, sizeof range, ">= %.2g", t.low);
@@ -559,8 +566,8 @@ nlohmann::json report_targets(const std::vector<Result>& results, const nlohmann
       std::snprintf(range, sizeof range, "<= %.2g", t.high);
     else
       std::snprintf(range, sizeof range, "%.2f-%.2f", t.low, t.high);
-    std::printf("  %-38s %8.2f  %-10s %s\n", t.name.c_str(), t.value, range,
-                ok ? "met" : "NOT MET");
+    std::printf(at_bound(t) ? "  %-38s %8.3f  %-10s %s\n" : "  %-38s %8.2f  %-10s %s\n",
+                t.name.c_str(), t.value, range, ok ? "met" : "NOT MET");
     json.push_back({{"name", t.name}, {"value", t.value}, {"target", range}, {"met", ok}});
   }
   return json;
