@@ -33,7 +33,9 @@ class RowSchedule {
 
   // Whether `rows` rows should run side by side over the pool.
   bool spread(int64_t rows) const {
-    if (!wake_known_ || measure_next_ || serial_calls_ >= calls_before_probe_) return true;
+    // After the first call of a stretch of spread ones, the next spreads too and measures w.
+    const bool measure_next = last_spread_ && spread_calls_ == 1;
+    if (!wake_known_ || measure_next || serial_calls_ >= calls_before_probe_) return true;
     return static_cast<double>(rows) * row_ns_ > wake_ns_ + row_ns_ + 2 * kWakeCostNs;
   }
 
@@ -58,7 +60,6 @@ class RowSchedule {
     spread_calls_ = std::min(spread_calls_ + 1, 3);  // 3: more than a probe's two
     last_claimless_ = worker_delay_ns < 0;
     serial_calls_ = 0;
-    measure_next_ = !last_spread_;
     if (last_spread_)
       wake_ns_ = average(wake_ns_, worker_delay_ns >= 0 ? worker_delay_ns : run_ns, wake_known_);
     last_spread_ = true;
@@ -79,7 +80,6 @@ class RowSchedule {
   bool row_known_ = false;
   bool wake_known_ = false;
   bool last_spread_ = false;
-  bool measure_next_ = false;   // the last call spread after calls in order: this one measures w
   int serial_calls_ = 0;        // calls in order since the rows last spread
   int calls_before_probe_ = 1;  // calls in order after which the rows spread to probe w
   int spread_calls_ = 0;        // spread calls in the current or last stretch of them (at most 3)
