@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "io/case_file.hpp"
 #include "lastmile/lastmile.hpp"
 
 namespace {
@@ -99,10 +100,11 @@ int main(int argc, char** argv) {
       app.add_subcommand("run", "sample a golden case folder (the runner contract)");
   run_cmd->add_option("case_dir", run.case_dir, "folder with case.json and logits.npy")->required();
   run_cmd->add_option("--out", run.out_dir, "folder to write output.json into")->required();
-  run_cmd
-      ->add_option("--logprobs-mode", run.logprobs_mode,
-                   "raw_logprobs | raw_logits | processed_logprobs | processed_logits")
-      ->transform(one_of({"raw_logprobs", "raw_logits", "processed_logprobs", "processed_logits"}));
+  std::string mode_help;
+  for (const std::string& mode : lastmile::io::logprobs_mode_names())
+    mode_help += (mode_help.empty() ? "" : " | ") + mode;
+  run_cmd->add_option("--logprobs-mode", run.logprobs_mode, mode_help)
+      ->transform(one_of(lastmile::io::logprobs_mode_names()));
   run_cmd->add_option("--num-logprobs", run.num_logprobs, "-1: full matrix; N: top-N")
       ->transform(decimal)
       ->allow_extra_args(false);

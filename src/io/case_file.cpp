@@ -167,29 +167,36 @@ json block_json(const LogprobsBlock& block, int64_t rows) {
 
 }  // namespace
 
-LogprobsMode parse_logprobs_mode(const std::string& text) {
-  if (text == "raw_logprobs") return LogprobsMode::raw_logprobs;
-  if (text == "raw_logits") return LogprobsMode::raw_logits;
-  if (text == "processed_logprobs") return LogprobsMode::processed_logprobs;
-  if (text == "processed_logits") return LogprobsMode::processed_logits;
-  throw InvalidArgument(
-      "logprobs_mode must be raw_logprobs, raw_logits, processed_logprobs or "
-      "processed_logits, got \"" +
-      text + "\"");
+namespace {
+
+struct NamedMode {
+  const char* name;
+  LogprobsMode mode;
+};
+constexpr NamedMode kNamedModes[] = {{"raw_logprobs", LogprobsMode::raw_logprobs},
+                                     {"raw_logits", LogprobsMode::raw_logits},
+                                     {"processed_logprobs", LogprobsMode::processed_logprobs},
+                                     {"processed_logits", LogprobsMode::processed_logits}};
+
+}  // namespace
+
+const std::vector<std::string>& logprobs_mode_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const NamedMode& m : kNamedModes) all.emplace_back(m.name);
+    return all;
+  }();
+  return names;
 }
 
-const char* logprobs_mode_name(LogprobsMode mode) {
-  switch (mode) {
-    case LogprobsMode::raw_logprobs:
-      return "raw_logprobs";
-    case LogprobsMode::raw_logits:
-      return "raw_logits";
-    case LogprobsMode::processed_logprobs:
-      return "processed_logprobs";
-    case LogprobsMode::processed_logits:
-      return "processed_logits";
-  }
-  return "?";
+LogprobsMode parse_logprobs_mode(const std::string& text) {
+  for (const NamedMode& m : kNamedModes)
+    if (text == m.name) return m.mode;
+  const std::vector<std::string>& names = logprobs_mode_names();
+  std::string list = names.front();
+  for (size_t i = 1; i < names.size(); ++i)
+    list += (i + 1 < names.size() ? ", " : " or ") + names[i];
+  throw InvalidArgument("expected " + list + ", got \"" + clip(text) + "\"");
 }
 
 Case parse_case(const std::string& json_text, const std::string& name) {

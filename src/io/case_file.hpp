@@ -32,8 +32,10 @@ struct Case {
 Case parse_case(const std::string& json_text, const std::string& name = "case.json");
 Case read_case(const std::string& path);
 
-LogprobsMode parse_logprobs_mode(const std::string& text);  // throws InvalidArgument
-const char* logprobs_mode_name(LogprobsMode mode);
+// The modes' names, as case.json and the CLI spell them, in LogprobsMode's order.
+const std::vector<std::string>& logprobs_mode_names();
+// Throws InvalidArgument: `expected raw_logprobs, ... or processed_logits, got "x"`.
+LogprobsMode parse_logprobs_mode(const std::string& text);
 
 // The logits of a case, checked against its logits_dtype and number of requests.
 LogitsView logits_view(const NpyArray& logits, const Case& c, const std::string& name);

@@ -117,9 +117,32 @@ TEST(CaseFile, ErrorsNameTheFieldAndStayShort) {
             "them, got \"1x\"");
   EXPECT_EQ(message_of(R"({"requests": {}})"),
             "case.json: requests: expected an array of requests, got an object");
+  EXPECT_EQ(message_of(R"({"logprobs_mode": "raw_logprob", "requests": [{}]})"),
+            "case.json: logprobs_mode: expected raw_logprobs, raw_logits, processed_logprobs or "
+            "processed_logits, got \"raw_logprob\"");
   const std::string long_string(1000, 'a');
-  const std::string m = message_of(R"({"requests": [{"top_p": ")" + long_string + R"("}]})");
-  EXPECT_LT(m.size(), 140u) << m;
+  for (const std::string& json : {R"({"requests": [{"top_p": ")" + long_string + R"("}]})",
+                                  R"({"logprobs_mode": ")" + long_string + R"(\n"})"}) {
+    const std::string m = message_of(json);
+    EXPECT_LT(m.size(), 200u) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+// Each of the four names reads as its own mode; the CLI's --logprobs-mode takes the same list.
+TEST(CaseFile, ReadsEachLogprobsModeByName) {
+  const std::vector<std::string>& names = lastmile::io::logprobs_mode_names();
+  ASSERT_EQ(names.size(), 4u);
+  const lastmile::LogprobsMode modes[] = {
+      lastmile::LogprobsMode::raw_logprobs, lastmile::LogprobsMode::raw_logits,
+      lastmile::LogprobsMode::processed_logprobs, lastmile::LogprobsMode::processed_logits};
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(lastmile::io::parse_logprobs_mode(names[i]), modes[i]) << names[i];
+    EXPECT_EQ(
+        parse_case(R"({"logprobs_mode": ")" + names[i] + R"(", "requests": [{}]})").logprobs_mode,
+        modes[i])
+        << names[i];
+  }
 }
 
 }  // namespace
