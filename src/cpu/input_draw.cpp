@@ -38,6 +38,15 @@ int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, flo
   return cpu::load_row(entry_at(src, dtype, from), dtype, dst, count, t);
 }
 
+// The quotients src[from, from + count) / t: the caller's own entries for a float32 row at t = 1,
+// else loaded into dst (checked by the statistics pass).
+const float* quotients_at(const void* src, DType dtype, size_t from, float t, float* dst,
+                          size_t count) {
+  if (dtype == DType::f32 && t == 1.0f) return static_cast<const float*>(src) + from;
+  load_scaled(src, dtype, from, count, t, dst);
+  return dst;
+}
+
 // The smallest float v whose quotient v / t reaches threshold (division by t > 0 is monotone):
 // comparing a caller's values with it selects exactly the entries whose quotients pass, with no
 // division over the row.
@@ -507,16 +516,15 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
     for (size_t start = 0, b = 0; start < n; start += row.block, ++b) {
       const size_t count = std::min(row.block, n - start);
       if (band + count > scratch.list_room()) return kNoInputDraw;  // the block might pass it
-      load_scaled(src, dtype, start, count, t, values);  // checked by the statistics pass
+      const float* const x = quotients_at(src, dtype, start, t, values, count);
       double unused, block_below = 0;
-      const double total =
-          cpu::exp_with_block_sums(values, weights, count, row.max, count, &unused);
+      const double total = cpu::exp_with_block_sums(x, weights, count, row.max, count, &unused);
       const size_t listed =
           cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band, &block_below);
       for (size_t i = band; i < band + listed; ++i) {  // q from the weights the pass computed
         const auto j = static_cast<size_t>(ids[i]);    // within the block
         band_mass += qs[i] = weights[j] * inv_sum;
-        if (top < 0 && values[j] == row.max) top = static_cast<TokenId>(start + j);
+        if (top < 0 && x[j] == row.max) top = static_cast<TokenId>(start + j);
         ids[i] += static_cast<int32_t>(start);
       }
       band += listed;
