@@ -219,6 +219,11 @@ def _logits_type_error(logits: Any, error: TypeError) -> TypeError:
     if "incompatible function arguments" not in str(error):
         return error
     dtype = getattr(logits, "dtype", None)
+    strides, itemsize = getattr(logits, "strides", None), getattr(logits, "itemsize", None)
+    if (isinstance(strides, tuple) and isinstance(itemsize, int) and itemsize > 0
+            and any(s % itemsize for s in strides)):  # numpy's byte strides: a record's field
+        return TypeError(f"logits: strides {strides} (bytes) are not whole {itemsize}-byte "
+                         "elements; pass numpy.ascontiguousarray(logits)")
     got = type(logits).__name__ + (f" of {dtype}" if dtype is not None else "")
     return TypeError(f"logits: expected {_ARRAY_HINT}, got {got}")
 

@@ -25,7 +25,9 @@ class SamplingParams:
     repetition_penalty : float
         ``> 0``; 1 disables.
     logit_bias : dict
-        ``{token_id: bias}`` added to the logits (keys may be decimal strings).
+        ``{token_id: bias}`` added to the logits. Keys may be strings, read by ``int()`` as
+        vLLM's ``from_optional`` reads them; two keys naming one token (``3`` and ``"03"``) are
+        refused.
     allowed_token_ids : list of int or None
         A whitelist; None allows every token.
     bad_words_token_ids : list of list of int

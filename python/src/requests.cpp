@@ -39,12 +39,15 @@ constexpr std::string_view kFields[] = {"temperature",
                                         "spec_token_ids",
                                         "step"};
 
-// A str as Python's ascii() shows it, quoted: a lone surrogate has no UTF-8, and nb::cast to
-// std::string would throw std::bad_cast (a RuntimeError naming nothing).
+// A str as Python's ascii() shows it, quoted, cut after 60 characters: a lone surrogate has no
+// UTF-8, and nb::cast to std::string would throw std::bad_cast (a RuntimeError naming nothing).
 std::string ascii(nb::handle s) {
+  constexpr size_t kShown = 60;
   const nb::object shown = nb::steal(PyObject_ASCII(s.ptr()));
   if (!shown.is_valid()) throw nb::python_error();
-  return nb::cast<std::string>(shown);
+  std::string text = nb::cast<std::string>(shown);
+  if (text.size() > kShown) text = text.substr(0, kShown) + "...";
+  return text;
 }
 
 [[noreturn]] void type_error(const std::string& who, const char* field, const char* expected,
@@ -165,8 +168,10 @@ double as_double(nb::handle value, const std::string& who, const char* field) {
                             " must be a finite number, got an int too large "
                             "for a double");
     }
-    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
-    PyErr_Clear();  // e.g. an array of two: __float__ refuses it
+    // An array of two (numpy's TypeError, torch's ValueError), a meta tensor (RuntimeError):
+    // __float__ refuses it. KeyboardInterrupt and the like go through.
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
+    PyErr_Clear();
     type_error(who, field, "a number", value);
   }
   return v;
@@ -243,6 +248,22 @@ bool read_integer_array(nb::handle ids, const std::string& who, const char* fiel
   return true;
 }
 
+// Room for a sequence's ids, as its length says: one past 2^31 - 1 ids (or past what len() can
+// give) is refused, and the room is capped, since a __len__ may say more than it holds.
+void reserve_for(nb::handle ids, const std::string& who, const char* field,
+                 std::vector<TokenId>& out) {
+  constexpr Py_ssize_t kMostIds = std::numeric_limits<int32_t>::max();
+  constexpr Py_ssize_t kMostReserved = Py_ssize_t{1} << 20;
+  const Py_ssize_t length = PyObject_Length(ids.ptr());
+  if (length < 0) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+    PyErr_Clear();  // e.g. range(10**30)
+  }
+  if (length < 0 || length > kMostIds)
+    throw InvalidArgument(who + ": " + field + " holds more than 2^31 - 1 token ids");
+  out.reserve(static_cast<size_t>(std::min(length, kMostReserved)));
+}
+
 }  // namespace
 
 std::vector<TokenId> read_token_ids(nb::handle ids, const std::string& who, const char* field) {
@@ -251,7 +272,7 @@ std::vector<TokenId> read_token_ids(nb::handle ids, const std::string& who, cons
   std::vector<TokenId> out;
   if (read_integer_array(ids, who, field, out)) return out;
   try {
-    if (PySequence_Check(ids.ptr())) out.reserve(static_cast<size_t>(nb::len(ids)));
+    if (PySequence_Check(ids.ptr())) reserve_for(ids, who, field, out);
     size_t i = 0;
     for (nb::handle item : nb::iter(ids)) {
       const std::string at = std::string(field) + "[" + std::to_string(i++) + "]";
@@ -302,6 +323,14 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
       p.logit_bias.emplace_back(static_cast<TokenId>(token),
                                 as_float(value, who, "logit_bias value"));
     }
+    // Keys that int() reads alike ({3: ..., "3": ...}, "03" and "+3") would add both biases,
+    // where vLLM's from_optional keeps one: refused.
+    std::vector<TokenId> ids(p.logit_bias.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = p.logit_bias[i].first;
+    std::sort(ids.begin(), ids.end());
+    if (const auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end())
+      throw InvalidArgument(who + ": logit_bias names token_id " + std::to_string(*twice) +
+                            " twice (keys that int() reads alike)");
   }
   if (nb::object allowed = f.get("allowed_token_ids"); !allowed.is_none())
     p.allowed_token_ids = read_token_ids(allowed, who, "allowed_token_ids");

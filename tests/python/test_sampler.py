@@ -214,6 +214,34 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
      "request 0: unknown field '\\ud800'"),
     (lambda s: s.sample(LOGITS, [{"logit_bias": {"\ud800": 1.0}}, {}]), lastmile.InvalidArgument,
      "request 0: logit_bias keys must be token ids (ints or decimal strings), got '\\ud800'"),
+    # __float__ raising other than TypeError: torch's ValueError for two elements, RuntimeError on
+    # the meta device.
+    (lambda s: s.sample(LOGITS, [{}, {"temperature": torch.tensor([0.5, 0.5])}]), TypeError,
+     "request 1: temperature must be a number, got Tensor"),
+    (lambda s: s.sample(LOGITS, [{}, {"top_p": torch.tensor(0.5, device="meta")}]), TypeError,
+     "request 1: top_p must be a number, got Tensor"),
+    # Lengths no history can have, refused before any room is made for them.
+    (lambda s: s.sample(LOGITS, [{}, {"output_token_ids": range(2**62)}]), lastmile.InvalidArgument,
+     "request 1: output_token_ids holds more than 2^31 - 1 token ids"),
+    (lambda s: s.sample(LOGITS, [{}, {"prompt_token_ids": range(10**30)}]),
+     lastmile.InvalidArgument, "request 1: prompt_token_ids holds more than 2^31 - 1 token ids"),
+    # Keys that int() reads alike would add two biases to one token (vLLM keeps one).
+    (lambda s: s.sample(LOGITS, [{}, {"logit_bias": {"03": 4.0, "+3": 4.0}}]),
+     lastmile.InvalidArgument,
+     "request 1: logit_bias names token_id 3 twice (keys that int() reads alike)"),
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {3: -300.0, "3": 100.0}}, {}]),
+     lastmile.InvalidArgument,
+     "request 0: logit_bias names token_id 3 twice (keys that int() reads alike)"),
+    # An echoed key is cut to one short line.
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {"7" * 5000 + "x": 1.0}}, {}]),
+     lastmile.InvalidArgument,
+     "request 0: logit_bias keys must be token ids (ints or decimal strings), got '" + "7" * 59
+     + "..."),
+    # numpy's byte strides that are not whole elements (a record's field): DLPack cannot say them.
+    (lambda s: s.sample(np.zeros((2, VOCAB), dtype=[("a", "<f4"), ("b", "<u2")])["a"], GREEDY),
+     TypeError,
+     "logits: strides (36, 6) (bytes) are not whole 4-byte elements; pass "
+     "numpy.ascontiguousarray(logits)"),
 ])
 def test_misused_arguments_name_their_field(call, error, message):
     with pytest.raises(error) as e:
