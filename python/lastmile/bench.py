@@ -23,6 +23,7 @@ def vllm_native(logits: torch.Tensor, temperature: float, top_k: int, top_p: flo
                 generator: torch.Generator) -> torch.Tensor:
     """vLLM's native random path on float32 logits [B, V]: one row per request, same params."""
     x = logits.float() / temperature
+    top_k = top_k if 0 < top_k < x.shape[-1] else 0  # as vLLM's batch: top-k of V or more is off
     if top_k > 0 or top_p < 1.0:
         sorted_x, order = x.sort(dim=-1, descending=False)
         if top_k > 0:

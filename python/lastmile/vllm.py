@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, List, NamedTuple, Optional
 
@@ -91,19 +92,34 @@ def _processors(metadata: Any) -> list:
     return found
 
 
+def _processor_row(proc: Any, row: Any, num_rows: int) -> int:
+    """A row a processor's state names, checked to be one of the batch's."""
+    try:
+        index = operator.index(row)
+    except TypeError:
+        index = -1
+    if not 0 <= index < num_rows:
+        raise InvalidArgument(f"sampling_metadata.logitsprocs: {type(proc).__name__} names row "
+                              f"{row!r}, not one of the batch's {num_rows}")
+    return index
+
+
 def _apply_processor(proc: Any, requests: List[dict], outputs: List[list]) -> None:
     if hasattr(proc, "min_toks"):  # MinTokensLogitsProcessor: tracked rows have stops banned
         for row, (_, _, stop_ids) in proc.min_toks.items():
+            row = _processor_row(proc, row, len(requests))
             requests[row]["min_tokens"] = len(outputs[row]) + 1
             requests[row]["stop_token_ids"] = sorted(int(t) for t in stop_ids)
     elif hasattr(proc, "biases"):  # LogitBiasLogitsProcessor
         for row, biases in proc.biases.items():
+            row = _processor_row(proc, row, len(requests))
             requests[row]["logit_bias"] = {int(t): float(b) for t, b in biases.items()}
     elif hasattr(proc, "min_p") or hasattr(proc, "min_p_cpu"):  # MinPLogitsProcessor
         if getattr(proc, "min_p_count", 1) == 0:
             return
         values = getattr(proc, "min_p_cpu", None)
-        values = _list(proc.min_p if values is None else values)
+        values = _rows(f"logitsprocs: {type(proc).__name__}.min_p",
+                       _list(proc.min_p if values is None else values), len(requests))
         for row in range(len(requests)):
             requests[row]["min_p"] = float(values[row])
     else:
@@ -122,6 +138,9 @@ def _bad_words_with_placeholders(words: List[List[int]], history: List[int]) -> 
     (always banned), since lastmile's histories cannot carry placeholders."""
     banned = []
     for word in words:
+        if not word:  # the sampler refuses it, naming the request
+            banned.append([])
+            continue
         prefix = list(word[:-1])
         if len(prefix) <= len(history) and history[len(history) - len(prefix):] == prefix:
             banned.append([word[-1]])
@@ -191,6 +210,9 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
             r["logprob_token_ids"] = list(explicit[row])
         if row in generators:  # one key per call, drawn from the row's own generator
             g = generators[row]
+            if not isinstance(g, torch.Generator):
+                raise TypeError(f"sampling_metadata.generators[{row}]: expected a "
+                                f"torch.Generator, got {type(g).__name__}")
             r["seed"] = int(torch.randint(0, 2**63 - 1, (1,), generator=g, device=g.device))
             r["step"] = 0
         requests.append(r)
@@ -270,7 +292,7 @@ class Sampler:
         out = self._sampler(num_rows, vocab_size).sample(
             logits.detach(),
             requests,
-            predict_bonus_token=bool(predict_bonus_token),
+            predict_bonus_token=predict_bonus_token,  # the sampler refuses what is not a bool
             logprobs_mode=self._active_mode(logprobs_mode_override),
             num_logprobs=md.max_num_logprobs,
         )
@@ -283,6 +305,9 @@ class Sampler:
         """vLLM applies an override only to step 1's raw modes (spec §3.3): a processed sampler
         keeps its mode, and a raw sampler overridden to a processed mode has no tensor at all."""
         mode = self.logprobs_mode
+        if override is not None and not isinstance(override, str):
+            raise TypeError(f"logprobs_mode_override: expected a str or None, got "
+                            f"{type(override).__name__}")
         if override is None or mode.startswith("processed"):
             return mode
         if override.startswith("processed"):

@@ -50,3 +50,11 @@ def test_readme_python_example_is_current_and_prints_what_it_says():
     done = subprocess.run([sys.executable, str(root / "examples" / "python_example.py")],
                           capture_output=True, text=True, check=True)
     assert done.stdout == printed
+
+
+def test_bench_runs_where_top_k_is_past_the_vocabulary(capsys):
+    # top-k 50 over 10 tokens is no top-k, as in vLLM's batch (spec §1.3): the torch baseline
+    # indexed column -50 and raised IndexError.
+    import lastmile.bench
+    assert lastmile.bench.main(["--vocab", "10", "--batch", "2", "--scenario", "topk_topp"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].startswith("topk_topp")

@@ -283,6 +283,33 @@ def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
     assert str(e.value) == message
 
 
+@pytest.mark.parametrize("fields, forward_args, error, message", [
+    (dict(logitsprocs=[MinPLogitsProcessor([1.0, 1.0])]), {}, lastmile.InvalidArgument,
+     "sampling_metadata.logitsprocs: MinPLogitsProcessor.min_p: expected 4 rows, got 2"),
+    (dict(logitsprocs=[LogitBiasLogitsProcessor({7: {1: 1.0}})]), {}, lastmile.InvalidArgument,
+     "sampling_metadata.logitsprocs: LogitBiasLogitsProcessor names row 7, not one of the "
+     "batch's 4"),
+    (dict(logitsprocs=[MinTokensLogitsProcessor({"0": (3, [], {1})})]), {},
+     lastmile.InvalidArgument,
+     "sampling_metadata.logitsprocs: MinTokensLogitsProcessor names row '0', not one of the "
+     "batch's 4"),
+    # An empty bad word behind a placeholder reaches the sampler, which names it.
+    (dict(output_token_ids=[[-1], [], [], []], bad_words_token_ids={0: [[]]}), {},
+     lastmile.InvalidArgument, "request 0: bad_words_token_ids[0] must not be empty"),
+    (dict(generators={0: 5}, all_greedy=False, all_random=True, temperature=torch.ones(4)), {},
+     TypeError, "sampling_metadata.generators[0]: expected a torch.Generator, got int"),
+    (dict(max_num_logprobs=1), dict(logprobs_mode_override=3), TypeError,
+     "logprobs_mode_override: expected a str or None, got int"),
+    (dict(), dict(predict_bonus_token="no"), TypeError,
+     "predict_bonus_token must be a bool, got str"),
+])
+def test_malformed_metadata_and_arguments_are_named(logits, fields, forward_args, error,
+                                                    message):
+    with pytest.raises(error) as e:
+        Sampler().forward(logits, metadata(4, **fields), **forward_args)
+    assert str(e.value) == message
+
+
 def test_vllms_own_metadata_shapes_are_taken(logits):
     # vLLM passes output_token_ids = [] when nothing reads the history, and spec_token_ids for every
     # slot of its persistent batch (max_num_reqs), not only the rows of this call.
