@@ -1,9 +1,11 @@
 // lastmile CLI — `lastmile run`: the golden runner contract of ../shared/golden/README.md.
 // One step as the case says, or --repeat R steps on the same logits (a request's random stream
-// advances one step each time) with a token histogram per row.
+// advances one step each time from where the case's output leaves it) with a token histogram per
+// row.
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
 
 #include "commands.hpp"
 #include "io/case_file.hpp"
@@ -20,7 +22,13 @@ int run_case(const RunOptions& options) {
   const io::NpyArray logits_array = io::read_npy(logits_path);
   const LogitsView logits = io::logits_view(logits_array, c, logits_path);
   if (options.logprobs_mode) c.logprobs_mode = io::parse_logprobs_mode(*options.logprobs_mode);
-  if (options.num_logprobs) c.num_logprobs = *options.num_logprobs;
+  if (options.num_logprobs) {  // checked here, where the option, not case.json, can be named
+    const int32_t n = *options.num_logprobs;
+    if (n < -1 || n > logits.vocab_size)
+      throw InvalidArgument("--num-logprobs: must be -1 or in [0, " +
+                            std::to_string(logits.vocab_size) + "], got " + std::to_string(n));
+    c.num_logprobs = n;
+  }
   if (!fs::is_directory(options.out_dir))
     throw InvalidArgument("--out " + options.out_dir + ": not a directory");
 
@@ -51,7 +59,9 @@ int run_case(const RunOptions& options) {
   if (options.repeat == 0) out = sample();
   histograms.resize(options.repeat > 0 ? logits.num_rows : 0);
   for (int step = 0; step < options.repeat; ++step) {
-    for (BatchRequest& row : batch.requests) row.step = static_cast<uint64_t>(step);
+    // From where the case stands (its output so far, as one `run` takes it), one step a repeat.
+    for (BatchRequest& row : batch.requests)
+      row.step = row.output_token_ids.size() + static_cast<uint64_t>(step);
     out = sample();
     for (int64_t r = 0; r < logits.num_rows; ++r) ++histograms[r][out->sampled_token_ids[r]];
   }

@@ -99,7 +99,8 @@ def cases(tmp):
     yield "+inf logits", [make_case(f"{tmp}/inf", logits=inf_logits)], "row 0: logits contain +inf at token_id 3"
     # The option, not case.json's field, is named.
     yield "bad logprobs mode", [make_case(f"{tmp}/mode"), "--logprobs-mode", "cooked"], "lastmile: error: --logprobs-mode: expected raw_logprobs, raw_logits, processed_logprobs or processed_logits, got 'cooked'$"
-    yield "bad num_logprobs", [make_case(f"{tmp}/num"), "--num-logprobs", "-2"], "batch: num_logprobs must be -1 or in [0, 16], got -2"
+    yield "bad num_logprobs", [make_case(f"{tmp}/num"), "--num-logprobs", "-2"], "lastmile: error: --num-logprobs: must be -1 or in [0, 16], got -2$"
+    yield "num_logprobs past the vocabulary", [make_case(f"{tmp}/num17"), "--num-logprobs", "17"], "lastmile: error: --num-logprobs: must be -1 or in [0, 16], got 17$"
     yield "unknown flag", [make_case(f"{tmp}/out"), "--out-override"], "not expected: --out-override"
     bad_order = b"{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2, 16), }"
     bad_order += b" " * (63 - (10 + len(bad_order)) % 64) + b"\n"
