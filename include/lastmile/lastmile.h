@@ -1,11 +1,12 @@
 /* lastmile — the C API (C11): the same sampler as lastmile.hpp behind opaque handles.
  *
- * Every function that can fail returns a lastmile_status. The message of a handle's last failure
- * is kept in that handle (lastmile_sampler_last_error, lastmile_request_batch_last_error); there
- * is no global error state, so threads with their own handles never see each other's errors.
- * No C++ exception crosses this boundary. A handle is used by one thread at a time. After fork()
- * a child's copy of a handle samples on the calling thread alone (its workers stayed in the
- * parent), to the same results; fork only while no thread is inside a call on it.
+ * Every function that can fail returns a lastmile_status. A handle keeps the message of its last
+ * call, "" once a call succeeds (lastmile_sampler_last_error, lastmile_request_batch_last_error):
+ * read it before the next call. There is no global error state, so threads with their own
+ * handles never see each other's errors. No C++ exception crosses this boundary. A handle is used
+ * by one thread at a time. After fork() a child's copy of a handle samples on the calling thread
+ * alone (its workers stayed in the parent), to the same results; fork only while no thread is
+ * inside a call on it.
  *
  * Example:
  *   lastmile_sampler_config config;
@@ -165,7 +166,7 @@ typedef struct lastmile_sampler lastmile_sampler;
 lastmile_status lastmile_sampler_create(const lastmile_sampler_config* config,
                                         lastmile_sampler** sampler, char* error, size_t error_size);
 void lastmile_sampler_destroy(lastmile_sampler* sampler); /* NULL is a no-op */
-/* The message of the last failed call on this handle; "" when none failed. */
+/* The message of the last call on this handle if it failed; "" if it succeeded (or none yet). */
 const char* lastmile_sampler_last_error(const lastmile_sampler* sampler);
 lastmile_status lastmile_sampler_sample(lastmile_sampler* sampler, const lastmile_logits* logits,
                                         const lastmile_batch* batch, lastmile_output* output);
@@ -176,6 +177,7 @@ lastmile_status lastmile_request_batch_create(const lastmile_sampler_config* con
                                               lastmile_request_batch** batch, char* error,
                                               size_t error_size);
 void lastmile_request_batch_destroy(lastmile_request_batch* batch);
+/* As lastmile_sampler_last_error. */
 const char* lastmile_request_batch_last_error(const lastmile_request_batch* batch);
 /* The request's prompt_token_ids are its prompt; its output, spec and step fields must be empty. */
 lastmile_status lastmile_request_batch_add(lastmile_request_batch* batch, const char* request_id,
