@@ -199,6 +199,14 @@ void SamplerImpl::sample_rows(const BatchPlan& plan, const LogitsView& logits, c
 
 const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& batch,
                                          std::span<const KeptRowState> kept) {
+  if (in_call_.exchange(true, std::memory_order_acquire))
+    throw InvalidArgument(
+        "sample: called while another call on this sampler runs (from a custom logits "
+        "processor, or from another thread): one call at a time");
+  struct EndOfCall {
+    std::atomic<bool>& in_call;
+    ~EndOfCall() { in_call.store(false, std::memory_order_release); }
+  } end_of_call{in_call_};
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
   BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);
   plan.sampler_seed = config_.seed;

@@ -1,6 +1,7 @@
 // lastmile — the Sampler behind its public face: workspace, threads and the row pipeline.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -54,6 +55,9 @@ class SamplerImpl {
   OutputBuffers out_;
   uint64_t calls_ = 0;
   bool scratch_ready_ = false;
+  // Set while a call runs: a second call before it returns (a custom processor calling sample, or
+  // another thread) would share its scratch and output, and is refused instead.
+  std::atomic<bool> in_call_{false};
 };
 
 }  // namespace lastmile::detail

@@ -34,7 +34,8 @@ struct SamplerConfig {
 };
 
 // Samples one token per logits row and gathers the logprobs the batch asks for.
-// Not thread-safe: one thread calls `sample` at a time (the sampler runs its own threads).
+// Not thread-safe: one thread calls `sample` at a time (the sampler runs its own threads). A call
+// made while another runs (from a custom processor, or another thread) throws InvalidArgument.
 // After fork() the child's copy samples on the calling thread alone (its workers stayed in the
 // parent), to the same results; fork only while no thread is inside `sample`.
 // Example:

@@ -117,5 +117,57 @@ TEST(CustomProcessors, ThrowingProcessorPropagatesOnEveryThreadCount) {
   }
 }
 
+// Calls sample on the same sampler from inside the call: it would share the outer call's scratch
+// and output (the outer call returned the inner row's token), so the inner call is refused and
+// the outer one fails with its error.
+class SampleAgain final : public lastmile::LogitsProcessor {
+ public:
+  explicit SampleAgain(lastmile::Sampler** sampler) : sampler_(sampler) {}
+  bool is_argmax_invariant() const override { return false; }
+  void apply(const lastmile::ProcessorRow&, std::span<float>) const override {
+    if (*sampler_ == nullptr) return;  // switched off
+    std::vector<float> inner(5, 0.0f);
+    lastmile::Batch batch;
+    batch.requests.emplace_back().params.temperature = 0.0f;
+    (*sampler_)->sample(lastmile::LogitsView::f32(inner.data(), 1, 5), batch);
+  }
+
+ private:
+  lastmile::Sampler** sampler_;
+};
+
+TEST(CustomProcessors, ACallFromInsideACallIsRefused) {
+  for (int threads : {1, 2}) {
+    lastmile::Sampler* self = nullptr;
+    lastmile::Sampler sampler(config_with(std::make_shared<SampleAgain>(&self), threads));
+    self = &sampler;
+    std::vector<float> logits = {0, 5, 0, 0, 0, 0, 0, 0, 5, 0};
+    lastmile::Batch batch;
+    for (int r = 0; r < 2; ++r) batch.requests.emplace_back().params.temperature = 0.0f;
+    try {
+      sampler.sample(lastmile::LogitsView::f32(logits.data(), 2, 5), batch);
+      ADD_FAILURE() << "no error, threads " << threads;
+    } catch (const lastmile::InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "sample: called while another call on this sampler runs (from a custom logits "
+                "processor, or from another thread): one call at a time");
+    }
+  }
+}
+
+// The same sampler samples once the refused call has returned: the refusal ended with it.
+TEST(CustomProcessors, ASamplerIsUsableAfterARefusedInnerCall) {
+  lastmile::Sampler* self = nullptr;
+  lastmile::Sampler sampler(config_with(std::make_shared<SampleAgain>(&self), 1));
+  self = &sampler;
+  std::vector<float> logits = {0, 5, 0, 0, 0};
+  lastmile::Batch batch;
+  batch.requests.emplace_back().params.temperature = 0.0f;
+  const auto view = lastmile::LogitsView::f32(logits.data(), 1, 5);
+  EXPECT_THROW(sampler.sample(view, batch), lastmile::InvalidArgument);
+  self = nullptr;  // the processor does nothing from here
+  EXPECT_EQ(sampler.sample(view, batch).sampled_token_ids[0], 1);
+}
+
 }  // namespace
 }  // namespace lastmile_test
