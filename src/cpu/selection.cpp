@@ -1,6 +1,7 @@
 // lastmile — the CPU backend's selection pieces (selection.hpp).
 #include "cpu/selection.hpp"
 
+#include <limits>
 #include <utility>
 
 namespace lastmile::detail::cpu_selection {
@@ -131,17 +132,44 @@ size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
   return alive;
 }
 
+namespace {
+
+// top_p_over_row on a row whose kept entries are all equal (a padding row of zeros, a row masked
+// to one value): each weighs exp(0) = 1, the sum is the count, each q is inv_sum, and the walk's
+// order among equal values is the larger id first. The same arithmetic as the walk, in O(n),
+// where the walk's chunks cost some 20 ms a 128k row (9 passes over the row a chunk of an eighth).
+void top_p_over_equal_entries(float* x, size_t n, size_t kept, float top_p) {
+  const auto inv_sum = static_cast<float>(1.0 / static_cast<double>(kept));
+  const float cut = 1.0f - top_p;
+  double cumulative = 0;
+  size_t masked = 0;
+  while (masked + 1 < kept) {  // never the walk's last entry (the smallest id)
+    cumulative += 1.0f * inv_sum;
+    if (static_cast<float>(cumulative) > cut) break;
+    ++masked;
+  }
+  for (size_t i = n; masked > 0 && i-- > 0;) {
+    if (x[i] == kNegInf) continue;
+    x[i] = kNegInf;
+    --masked;
+  }
+}
+
+}  // namespace
+
 void top_p_over_row(float* x, size_t n, float top_p, SortScratch scratch) {
   auto key_at = [x](size_t i) {
     return x[i] == kNegInf ? kNoKey : ascending_key(x[i], static_cast<int32_t>(i));
   };
   size_t kept = 0;
-  float max = kNegInf;
+  float max = kNegInf, min = std::numeric_limits<float>::infinity();
   for (size_t i = 0; i < n; ++i) {
     kept += x[i] != kNegInf;
     max = std::max(max, x[i]);
+    if (x[i] != kNegInf) min = std::min(min, x[i]);
   }
   if (kept == 0) return;
+  if (min == max) return top_p_over_equal_entries(x, n, kept, top_p);
   double sum = 0;  // in ascending order, as top_p_masked_count sums its sorted list
   for_each_ascending(n, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
     for (size_t j = 0; j < m; ++j) sum += std::exp(key_value(sorted[j]) - max);
