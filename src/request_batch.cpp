@@ -68,12 +68,15 @@ struct KeptRequest {
   }
 };
 
+// A step's rows read the requests' histories: add, remove, reorder and step are one call at a
+// time (SamplerImpl::Call), a second refused, from a custom processor or another thread.
 class RequestBatchImpl {
  public:
   explicit RequestBatchImpl(SamplerConfig config) : sampler_(std::move(config)) {}
 
   void add(std::string_view id, const RequestParams& params, std::span<const TokenId> prompt,
            int64_t max_output_tokens) {
+    const SamplerImpl::Call call = sampler_.enter("add", kOwner);
     const std::string who = "request '" + std::string(id) + "'";
     // An empty id names no request in errors; it is most likely a caller's unset string.
     if (id.empty()) throw InvalidArgument("add: request_id must not be empty");
@@ -111,12 +114,14 @@ class RequestBatchImpl {
   }
 
   void remove(std::string_view id) {
+    const SamplerImpl::Call call = sampler_.enter("remove", kOwner);
     const int64_t row = checked_find(id);
     requests_.erase(requests_.begin() + row);
     batch_.requests.erase(batch_.requests.begin() + row);
   }
 
   void reorder(std::span<const std::string> ids) {
+    const SamplerImpl::Call call = sampler_.enter("reorder", kOwner);
     if (static_cast<int64_t>(ids.size()) != size())
       throw InvalidArgument("reorder: expected " + std::to_string(size()) + " request ids, got " +
                             std::to_string(ids.size()));
@@ -138,6 +143,7 @@ class RequestBatchImpl {
   }
 
   const SamplerOutput& step(const LogitsView& logits) {
+    const SamplerImpl::Call call = sampler_.enter("step", kOwner);
     if (logits.num_rows != size())  // else named as a Batch's requests, which callers never see
       throw InvalidArgument("step: logits.num_rows must equal size() = " + std::to_string(size()) +
                             ", got " + std::to_string(logits.num_rows));
@@ -150,7 +156,7 @@ class RequestBatchImpl {
       row.output_token_ids = r.output;
       kept_[i] = {r.seed, r.seen, r.output_counts, r.output_counts.capacity(), r.id};
     }
-    const SamplerOutput& out = sampler_.sample(logits, batch_, kept_);
+    const SamplerOutput& out = sampler_.sample_within(logits, batch_, kept_);
     for (size_t i = 0; i < requests_.size(); ++i) {
       KeptRequest& r = *requests_[i];
       r.add_output(out.sampled_token_ids[i]);
@@ -173,6 +179,8 @@ class RequestBatchImpl {
   }
 
  private:
+  static constexpr const char* kOwner = "request batch";
+
   int64_t find(std::string_view id) const {
     for (size_t i = 0; i < requests_.size(); ++i)
       if (requests_[i]->id == id) return static_cast<int64_t>(i);

@@ -197,16 +197,16 @@ void SamplerImpl::sample_rows(const BatchPlan& plan, const LogitsView& logits, c
       static_cast<double>(spread ? pool_.last_worker_delay_ns() : -1), ns(Clock::now() - start));
 }
 
-const SamplerOutput& SamplerImpl::sample(const LogitsView& logits, const Batch& batch,
-                                         std::span<const KeptRowState> kept) {
+SamplerImpl::Call::Call(std::atomic<bool>& in_call, const char* what, const char* owner)
+    : in_call_(in_call) {
   if (in_call_.exchange(true, std::memory_order_acquire))
-    throw InvalidArgument(
-        "sample: called while another call on this sampler runs (from a custom logits "
-        "processor, or from another thread): one call at a time");
-  struct EndOfCall {
-    std::atomic<bool>& in_call;
-    ~EndOfCall() { in_call.store(false, std::memory_order_release); }
-  } end_of_call{in_call_};
+    throw InvalidArgument(std::string(what) + ": called while another call on this " + owner +
+                          " runs (from a custom logits processor, or from another thread): one "
+                          "call at a time");
+}
+
+const SamplerOutput& SamplerImpl::sample_within(const LogitsView& logits, const Batch& batch,
+                                                std::span<const KeptRowState> kept) {
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
   BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);
   plan.sampler_seed = config_.seed;

@@ -30,9 +30,30 @@ class SamplerImpl {
  public:
   explicit SamplerImpl(SamplerConfig config);
 
-  // kept: empty (stateless), or one entry per row.
-  const SamplerOutput& sample(const LogitsView& logits, const Batch& batch,
-                              std::span<const KeptRowState> kept = {});
+  // A call on this sampler, or on the RequestBatch that owns it, from entry to return (or throw):
+  // a second one before it ends (from a custom processor, or another thread) would share the
+  // first's scratch and output, or free the histories its rows read, and throws InvalidArgument
+  // naming `what` and `owner` instead.
+  class Call {
+   public:
+    Call(std::atomic<bool>& in_call, const char* what, const char* owner);
+    ~Call() { in_call_.store(false, std::memory_order_release); }
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+
+   private:
+    std::atomic<bool>& in_call_;
+  };
+  Call enter(const char* what, const char* owner = "sampler") { return {in_call_, what, owner}; }
+
+  // kept: empty (stateless), or one entry per row. sample_within: the same, inside a Call the
+  // caller holds.
+  const SamplerOutput& sample(const LogitsView& logits, const Batch& batch) {
+    const Call call = enter("sample");
+    return sample_within(logits, batch, {});
+  }
+  const SamplerOutput& sample_within(const LogitsView& logits, const Batch& batch,
+                                     std::span<const KeptRowState> kept);
   const SamplerConfig& config() const { return config_; }
   const Backend& backend() const { return backend_; }
 
@@ -55,9 +76,7 @@ class SamplerImpl {
   OutputBuffers out_;
   uint64_t calls_ = 0;
   bool scratch_ready_ = false;
-  // Set while a call runs: a second call before it returns (a custom processor calling sample, or
-  // another thread) would share its scratch and output, and is refused instead.
-  std::atomic<bool> in_call_{false};
+  std::atomic<bool> in_call_{false};  // a Call is running
 };
 
 }  // namespace lastmile::detail

@@ -19,7 +19,8 @@ struct ProcessorRow {
 // min_tokens and logit_bias; argmax-invariant ones in step 7 after min_p, on sampled batches only.
 // `apply` may be called from several threads at once (one row each). If it throws, `sample`
 // stops the remaining rows and rethrows the first exception; that call's output is invalid.
-// `apply` must not call `sample` on the sampler running it (that call throws InvalidArgument).
+// `apply` must not call the Sampler or RequestBatch running it (`sample`; `add`, `remove`,
+// `reorder`, `step`): that call throws InvalidArgument.
 class LogitsProcessor {
  public:
   virtual ~LogitsProcessor() = default;

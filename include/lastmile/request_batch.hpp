@@ -21,6 +21,8 @@ class RequestBatchImpl;
 // Requests added once, sampled every step. Row i of the logits passed to `step` belongs to
 // `request_id(i)`. Penalty counts are kept incrementally: a step costs O(distinct tokens seen)
 // for penalties, not O(history). Results equal `Sampler::sample` on the same histories.
+// Not thread-safe: one thread calls it at a time. An add, remove, reorder or step made while
+// another runs (from a custom processor, or another thread) throws InvalidArgument.
 // Example:
 //   lastmile::SamplerConfig config;
 //   config.vocab_size = 128256;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 
 #include "unit/test_util.hpp"
 
@@ -167,6 +168,69 @@ TEST(CustomProcessors, ASamplerIsUsableAfterARefusedInnerCall) {
   EXPECT_THROW(sampler.sample(view, batch), lastmile::InvalidArgument);
   self = nullptr;  // the processor does nothing from here
   EXPECT_EQ(sampler.sample(view, batch).sampled_token_ids[0], 1);
+}
+
+// Holds its row until released, having said that it runs: a second thread's call can be made
+// while the first is surely inside.
+class HoldUntilReleased final : public lastmile::LogitsProcessor {
+ public:
+  bool is_argmax_invariant() const override { return false; }
+  void apply(const lastmile::ProcessorRow&, std::span<float>) const override {
+    inside.store(true);
+    while (!released.load()) std::this_thread::yield();
+  }
+  mutable std::atomic<bool> inside{false}, released{false};
+};
+
+TEST(CustomProcessors, ACallFromAnotherThreadWhileOneRunsIsRefused) {
+  auto hold = std::make_shared<HoldUntilReleased>();
+  lastmile::Sampler sampler(config_with(hold, 1));
+  std::vector<float> logits = {0, 5, 0, 0, 0};
+  lastmile::Batch batch;
+  batch.requests.emplace_back().params.temperature = 0.0f;
+  const auto view = lastmile::LogitsView::f32(logits.data(), 1, 5);
+  int64_t first_token = -1;
+  std::thread first([&] { first_token = sampler.sample(view, batch).sampled_token_ids[0]; });
+  while (!hold->inside.load()) std::this_thread::yield();
+  EXPECT_THROW(sampler.sample(view, batch), lastmile::InvalidArgument);
+  hold->released.store(true);
+  first.join();
+  EXPECT_EQ(first_token, 1);  // the running call was left alone
+}
+
+// Removes a request from the RequestBatch whose step runs it: the step's rows read that
+// request's histories, so the removal is refused (and the step fails with its error).
+class RemoveDuringStep final : public lastmile::LogitsProcessor {
+ public:
+  explicit RemoveDuringStep(lastmile::RequestBatch** batch) : batch_(batch) {}
+  bool is_argmax_invariant() const override { return false; }
+  void apply(const lastmile::ProcessorRow&, std::span<float>) const override {
+    if (*batch_ != nullptr) (*batch_)->remove("a");
+  }
+
+ private:
+  lastmile::RequestBatch** batch_;
+};
+
+TEST(CustomProcessors, ARequestBatchRefusesChangesDuringItsStep) {
+  lastmile::RequestBatch* self = nullptr;
+  lastmile::RequestBatch batch(config_with(std::make_shared<RemoveDuringStep>(&self), 2));
+  batch.add("a", lastmile::RequestParams{}, {}, 4);
+  batch.add("b", lastmile::RequestParams{}, {}, 4);
+  self = &batch;
+  std::vector<float> logits(2 * 5, 0.0f);
+  const auto view = lastmile::LogitsView::f32(logits.data(), 2, 5);
+  try {
+    batch.step(view);
+    ADD_FAILURE() << "no error";
+  } catch (const lastmile::InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "remove: called while another call on this request batch runs (from a custom "
+              "logits processor, or from another thread): one call at a time");
+  }
+  self = nullptr;
+  EXPECT_EQ(batch.size(), 2);  // nothing removed
+  EXPECT_EQ(batch.step(view).num_rows, 2);
 }
 
 }  // namespace
