@@ -138,9 +138,6 @@ def _bad_words_with_placeholders(words: List[List[int]], history: List[int]) -> 
     (always banned), since lastmile's histories cannot carry placeholders."""
     banned = []
     for word in words:
-        if not word:  # the sampler refuses it, naming the request
-            banned.append([])
-            continue
         prefix = list(word[:-1])
         if len(prefix) <= len(history) and history[len(history) - len(prefix):] == prefix:
             banned.append([word[-1]])
@@ -202,6 +199,9 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
             r["spec_token_ids"] = known_drafts
         if row in bad_words:
             words = [list(w) for w in bad_words[row]]
+            for i, word in enumerate(words):  # named here: the placeholder rule renumbers them
+                if not word:
+                    raise InvalidArgument(f"request {row}: bad_words_token_ids[{i}] must not be empty")
             if len(known) != len(outputs[row]) or len(known_drafts) != len(drafts):
                 history = outputs[row] + (drafts if predict_bonus_token else [])
                 words = _bad_words_with_placeholders(words, history)

@@ -169,8 +169,13 @@ double as_double(nb::handle value, const std::string& who, const char* field) {
                             "for a double");
     }
     // An array of two (numpy's TypeError, torch's ValueError), a meta tensor (RuntimeError):
-    // __float__ refuses it. KeyboardInterrupt and the like go through.
-    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
+    // __float__ refuses it. Anything else (MemoryError, RecursionError, KeyboardInterrupt, say an
+    // AttributeError from a user's __float__) goes through as it is.
+    const bool refused =
+        !PyErr_ExceptionMatches(PyExc_RecursionError) &&
+        (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError) ||
+         PyErr_ExceptionMatches(PyExc_RuntimeError));
+    if (!refused) throw nb::python_error();
     PyErr_Clear();
     type_error(who, field, "a number", value);
   }

@@ -293,9 +293,11 @@ def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
      lastmile.InvalidArgument,
      "sampling_metadata.logitsprocs: MinTokensLogitsProcessor names row '0', not one of the "
      "batch's 4"),
-    # An empty bad word behind a placeholder reaches the sampler, which names it.
-    (dict(output_token_ids=[[-1], [], [], []], bad_words_token_ids={0: [[]]}), {},
-     lastmile.InvalidArgument, "request 0: bad_words_token_ids[0] must not be empty"),
+    # An empty bad word is named by its place in the metadata, placeholders or not.
+    (dict(output_token_ids=[[-1], [], [], []], bad_words_token_ids={0: [[5, 6], []]}), {},
+     lastmile.InvalidArgument, "request 0: bad_words_token_ids[1] must not be empty"),
+    (dict(bad_words_token_ids={2: [[]]}), {},
+     lastmile.InvalidArgument, "request 2: bad_words_token_ids[0] must not be empty"),
     (dict(generators={0: 5}, all_greedy=False, all_random=True, temperature=torch.ones(4)), {},
      TypeError, "sampling_metadata.generators[0]: expected a torch.Generator, got int"),
     (dict(max_num_logprobs=1), dict(logprobs_mode_override=3), TypeError,
