@@ -983,24 +983,28 @@ TEST(CpuBackendProperty, TopPOverABandOfEqualProbabilitiesLongerThanTheKeysIsThe
   EXPECT_GT(answered, 3);  // 5 of them: the rest list a band past the room
 }
 
-// Top-p over a row whose kept entries are all equal (a padding row of zeros; some rows with -inf
-// entries too): every q is 1 / count and the walk's order among equals is the larger id first, so
-// the kept set is the oracle's exactly: the smallest ids, as many as the cumulative rule keeps.
-// These rows once went through the chunked walk of the whole row (some 20 ms at 128k).
+// Top-p over a row whose kept entries are all equal (a padding row of zeros, some of them -0; some
+// rows with -inf entries too; some after a top-k, which keeps every tie): every q is 1 / count and
+// the walk's order among equals is the larger id first, so the kept set is the oracle's exactly:
+// the smallest ids, as many as the cumulative rule keeps. These rows once went through the
+// chunked walk of the whole row (some 20 ms at 128k).
 TEST(CpuBackendProperty, TopPOverARowOfEqualEntriesIsTheOraclesSet) {
   std::mt19937_64 rng(41);
   for (int trial = 0; trial < 40; ++trial) {
     const int64_t n = trial % 4 == 0 ? 131072 : 1 + static_cast<int64_t>(rng() % 40000);
     const float value = trial % 3 == 0 ? 0.0f : std::uniform_real_distribution<float>(-20, 20)(rng);
     std::vector<float> row(static_cast<size_t>(n), value);
+    if (value == 0.0f && trial % 2 == 0)
+      for (float& v : row) v = rng() % 2 ? -0.0f : 0.0f;
     if (trial % 2 == 1)
       for (int64_t i = 0; i < n / 3; ++i) row[rng() % row.size()] = -kInf;
+    const int64_t k = trial % 3 == 2 ? 1 + static_cast<int64_t>(rng() % n) : n;
     const float p = trial % 5 == 0 ? (trial % 10 == 0 ? 1e-9f : 0.9999f)
                                    : std::uniform_real_distribution<float>(0.01f, 0.99f)(rng);
     Scratch a(cpu()), b(oracle());
     std::vector<float> fast = row, slow = row;
-    cpu().apply_top_k_top_p(fast.data(), n, n, true, p, a.get(row.size()));
-    oracle().apply_top_k_top_p(slow.data(), n, n, true, p, b.get(row.size()));
+    cpu().apply_top_k_top_p(fast.data(), n, k, true, p, a.get(row.size()));
+    oracle().apply_top_k_top_p(slow.data(), n, k, true, p, b.get(row.size()));
     int64_t kept = 0;
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(std::isinf(fast[i]), std::isinf(slow[i])) << "trial " << trial << " id " << i;
