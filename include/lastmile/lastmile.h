@@ -1,12 +1,12 @@
 /* lastmile — the C API (C11): the same sampler as lastmile.hpp behind opaque handles.
  *
  * Every function that can fail returns a lastmile_status. A handle keeps the message of its last
- * call, "" once a call succeeds (lastmile_sampler_last_error, lastmile_request_batch_last_error):
- * read it before the next call. There is no global error state, so threads with their own
- * handles never see each other's errors. No C++ exception crosses this boundary. A handle is used
- * by one thread at a time. After fork() a child's copy of a handle samples on the calling thread
- * alone (its workers stayed in the parent), to the same results; fork only while no thread is
- * inside a call on it.
+ * status-returning call, "" once one succeeds (lastmile_sampler_last_error,
+ * lastmile_request_batch_last_error): read it before the next call. There is no global error state,
+ * so threads with their own handles never see each other's errors. No C++ exception crosses this
+ * boundary. A handle is used by one thread at a time. After fork() a child's copy of a handle
+ * samples on the calling thread alone (its workers stayed in the parent), to the same results; fork
+ * only while no thread is inside a call on it.
  *
  * Example:
  *   lastmile_sampler_config config;
