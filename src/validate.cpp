@@ -137,9 +137,7 @@ void validate_params(const std::string& who, const RequestParams& p, int64_t voc
   }
   if (p.min_tokens < 0) fail(who, "min_tokens must be >= 0, got " + std::to_string(p.min_tokens));
   validate_token_ids(who, "stop_token_ids", p.stop_token_ids, vocab_size);
-  if (p.logprobs && (*p.logprobs < -1 || *p.logprobs > vocab_size))
-    fail(who, "logprobs must be -1 or in [0, " + std::to_string(vocab_size) + "], got " +
-                  std::to_string(*p.logprobs));
+  if (p.logprobs) validate_num_logprobs(who, "logprobs ", *p.logprobs, vocab_size);
   if (p.logprob_token_ids) {
     if (p.logprob_token_ids->size() > static_cast<size_t>(RequestParams::kMaxLogprobTokenIds))
       fail(who, "logprob_token_ids must hold at most " +
@@ -147,6 +145,13 @@ void validate_params(const std::string& who, const RequestParams& p, int64_t voc
                     std::to_string(p.logprob_token_ids->size()));
     validate_token_ids(who, "logprob_token_ids", *p.logprob_token_ids, vocab_size);
   }
+}
+
+void validate_num_logprobs(const std::string& who, const std::string& field, int64_t num_logprobs,
+                           int64_t vocab_size) {
+  if (num_logprobs < -1 || num_logprobs > vocab_size)
+    fail(who, field + "must be -1 or in [0, " + std::to_string(vocab_size) + "], got " +
+                  std::to_string(num_logprobs));
 }
 
 void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config,
@@ -190,9 +195,8 @@ void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerC
     fail("batch", "requests must hold one entry per logits row (" +
                       std::to_string(logits.num_rows) + "), got " +
                       std::to_string(batch.requests.size()));
-  if (batch.num_logprobs && (*batch.num_logprobs < -1 || *batch.num_logprobs > config.vocab_size))
-    fail("batch", "num_logprobs must be -1 or in [0, " + std::to_string(config.vocab_size) +
-                      "], got " + std::to_string(*batch.num_logprobs));
+  if (batch.num_logprobs)
+    validate_num_logprobs("batch", "num_logprobs ", *batch.num_logprobs, config.vocab_size);
   if (batch.logprobs_mode && !valid_mode(*batch.logprobs_mode))
     fail("batch", "logprobs_mode must be a LogprobsMode, got enum value " +
                       std::to_string(static_cast<int>(*batch.logprobs_mode)));

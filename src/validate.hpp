@@ -21,6 +21,11 @@ void validate_token_ids(const std::string& who, const char* field, std::span<con
 void validate_batch(const LogitsView& logits, const Batch& batch, const SamplerConfig& config,
                     bool requests_validated = false);
 
+// A count of logprobs (a request's logprobs, Batch::num_logprobs, `lastmile run --num-logprobs`):
+// -1 or in [0, vocab_size]; else InvalidArgument `who: <field>must be -1 or in [0, V], got n`.
+void validate_num_logprobs(const std::string& who, const std::string& field, int64_t num_logprobs,
+                           int64_t vocab_size);
+
 std::string format_float(float value);
 
 }  // namespace lastmile::detail

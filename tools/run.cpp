@@ -11,6 +11,7 @@
 #include "io/case_file.hpp"
 #include "io/npy.hpp"
 #include "lastmile/lastmile.hpp"
+#include "validate.hpp"
 
 namespace lastmile::cli {
 int run_case(const RunOptions& options) {
@@ -23,11 +24,8 @@ int run_case(const RunOptions& options) {
   const LogitsView logits = io::logits_view(logits_array, c, logits_path);
   if (options.logprobs_mode) c.logprobs_mode = io::parse_logprobs_mode(*options.logprobs_mode);
   if (options.num_logprobs) {  // checked here, where the option, not case.json, can be named
-    const int32_t n = *options.num_logprobs;
-    if (n < -1 || n > logits.vocab_size)
-      throw InvalidArgument("--num-logprobs: must be -1 or in [0, " +
-                            std::to_string(logits.vocab_size) + "], got " + std::to_string(n));
-    c.num_logprobs = n;
+    detail::validate_num_logprobs("--num-logprobs", "", *options.num_logprobs, logits.vocab_size);
+    c.num_logprobs = *options.num_logprobs;
   }
   if (!fs::is_directory(options.out_dir))
     throw InvalidArgument("--out " + options.out_dir + ": not a directory");
