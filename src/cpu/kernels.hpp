@@ -108,6 +108,9 @@ inline constexpr size_t kCompressSlack = 64;
 // The indices i of the entries lo <= x[i] < hi, in order; stops once more than `limit` passed
 // (then returns a count > limit). at: room for limit + kCompressSlack.
 size_t list_between(const float* x, size_t n, float lo, float hi, uint32_t* at, size_t limit);
+// The smallest and largest of the entries lo <= x[i] < hi into *min and *max (+inf and -inf when
+// there are none).
+void min_max_between(const float* x, size_t n, float lo, float hi, float* min, float* max);
 // (id, src[id] / t) of the entries marked in bits (bit i % 8 of bits[i / 8], as ValueBand marks
 // them; bits past n ignored, no byte past (n + 7) / 8 read), in id order: the division's bits are
 // scalar division's, unless t is 1. ids and values: room for min(count, limit) +

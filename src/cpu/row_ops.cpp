@@ -831,6 +831,28 @@ size_t list_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi,
   return count;
 }
 
+// The smallest and largest of the entries in [lo, hi) (+inf and -inf when none): whether a range
+// of a top-p walk holds one value, in one vector pass where a scalar histogram pass cost 10 times
+// as long.
+void min_max_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi, float* min,
+                     float* max) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+  const auto pos_inf = hn::Set(d, kInf), neg_inf = hn::Set(d, -kInf);
+  auto smallest = pos_inf, largest = neg_inf;
+  auto take = [&](hn::Vec<decltype(d)> v, hn::Mask<decltype(d)> valid) {
+    const auto in = hn::And(valid, hn::AndNot(hn::Lt(v, vlo), hn::Lt(v, vhi)));
+    smallest = hn::Min(smallest, hn::IfThenElse(in, v, pos_inf));
+    largest = hn::Max(largest, hn::IfThenElse(in, v, neg_inf));
+  };
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) take(hn::LoadU(d, x + i), hn::FirstN(d, lanes));
+  if (i < n) take(LoadTail(d, x + i, n - i, lo), hn::FirstN(d, n - i));
+  *min = hn::GetLane(hn::MinOfLanes(d, smallest));
+  *max = hn::GetLane(hn::MaxOfLanes(d, largest));
+}
+
 // Sums exp(x - max) (ExpFlushToZero; 0 where x = -inf) per block of `block` entries (a multiple
 // of every lane count) with lane-wise float partial sums, each block's sum into block_sums[b] in
 // double, blocks added in order; with kStore also w = exp(x - max). Fixed blocking: the same bits
@@ -1490,6 +1512,7 @@ HWY_EXPORT(compress_source);
 HWY_EXPORT(compress_source_groups);
 HWY_EXPORT(list_marked);
 HWY_EXPORT(list_between);
+HWY_EXPORT(min_max_between);
 HWY_EXPORT(row_argmax);
 HWY_EXPORT(argmax_checked);
 HWY_EXPORT(divide);
@@ -1536,6 +1559,9 @@ size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_
 }
 size_t list_between(const float* x, size_t n, float lo, float hi, uint32_t* at, size_t limit) {
   return HWY_DYNAMIC_DISPATCH(list_between)(x, n, lo, hi, at, limit);
+}
+void min_max_between(const float* x, size_t n, float lo, float hi, float* min, float* max) {
+  HWY_DYNAMIC_DISPATCH(min_max_between)(x, n, lo, hi, min, max);
 }
 int64_t row_argmax(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(row_argmax)(x, n); }
 int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index) {

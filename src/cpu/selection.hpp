@@ -122,7 +122,8 @@ float kth_largest_in_row(size_t n, size_t k, Entry entry) {
 
 // Spec §9.3 over the finite entries of x, as top_p_keep decides on their list (the oracle's
 // arithmetic in the oracle's order), for a row whose list would pass the lists' room: the order
-// is walked by chunks of scratch.keys (for_each_ascending), twice, instead of listed. Masks x.
+// is walked twice by value ranges that fit scratch.keys, instead of listed (scratch.ids holds
+// each range's indices). Masks x.
 void top_p_over_row(float* x, size_t n, float top_p, SortScratch scratch);
 
 // Keeps the listed candidates >= kth (top-k: ties at the k-th value kept, spec §9.2; min_p: its

@@ -565,6 +565,40 @@ TEST(CpuBackendProperty, TopKOfThousandsThenTopPIsTheOraclesToTheBit) {
   EXPECT_GT(decided_on_row, 10);
 }
 
+// Top-p decided on the row walks its entries in the oracle's order by value ranges: those that fit
+// the keys are listed and sorted, a longer one is narrowed to the values it holds and split again.
+// Rows with a cluster of neighbouring floats (half the row within 1000 ulps of 1, so the first
+// split leaves it in one range) among a spread: the second split packs its values into chunks,
+// one value held by more entries than the keys (a run listed by id from the top); some clusters of
+// -0 / +0 and the smallest subnormals. After a top-k past the lists' room, to the bit the oracle's.
+TEST(CpuBackendProperty, TopPOverRowWalksClustersOfNeighbouringFloatsInTheOraclesOrder) {
+  std::mt19937_64 rng(53);
+  Scratch a(cpu()), b(oracle());
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t n = trial % 2 ? 40000 : 9000 + static_cast<int64_t>(rng() % 9000);
+    const size_t room = lastmile::detail::sort_keys_size(static_cast<size_t>(n));
+    const float centre = trial % 3 == 2 ? 0.0f : 1.0f;
+    std::vector<float> x(static_cast<size_t>(n));
+    std::uniform_real_distribution<float> spread(-30.0f, 30.0f);
+    for (float& v : x) v = spread(rng);
+    auto neighbour = [&](uint32_t steps) {  // centre's steps-th float up (+0's: the subnormals)
+      return std::bit_cast<float>(std::bit_cast<uint32_t>(centre) + steps);
+    };
+    for (int64_t i = 0; i < n / 2; ++i) x[rng() % x.size()] = neighbour(rng() % 1000);
+    if (centre == 0.0f)
+      for (int i = 0; i < 2000; ++i) x[rng() % x.size()] = rng() % 2 ? -0.0f : 0.0f;
+    const size_t run = room + 1 + rng() % room;  // one value past the keys' room, spaced out
+    for (size_t i = 0; i < run; ++i) x[i * x.size() / run] = neighbour(500);
+    const int64_t k = n / 2 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 2));
+    const float p = std::uniform_real_distribution<float>(0.05f, 0.95f)(rng);
+    std::vector<float> fast = x, slow = x;
+    const size_t listed = cpu().apply_top_k_top_p(fast.data(), n, k, true, p, a.get(x.size()));
+    oracle().apply_top_k_top_p(slow.data(), n, k, true, p, b.get(x.size()));
+    ASSERT_EQ(listed, lastmile::detail::kNotListed) << "trial " << trial;  // decided on the row
+    ASSERT_EQ(fast, slow) << "trial " << trial << " n " << n << " k " << k << " p " << p;
+  }
+}
+
 // A row whose largest entries all lie in its first chunk: top-k's candidates (about 2k) pass
 // that chunk's share of the lists' room (a seventh of it) but not the room, so the row is listed
 // again in one piece and drawn, not declined: the oracle's steps' token, the same split backwards.
