@@ -213,7 +213,10 @@ void finish_top_n(size_t shown, int64_t n, int64_t k, ValueOf value_of, TokenId*
 // A top-N (ids, out) of the k largest values(entry(i)) of a NaN-free row of n entries, as
 // largest_listed and finish_top_n give it from a list of the candidates, for a row whose
 // candidates would pass the lists' room: the k-th largest entry by kth_largest_in_row, then the
-// entries whose value reaches its value walked in order by chunks of scratch.keys.
+// entries whose value passes its value v (fewer than k) walked in order by chunks of
+// scratch.keys, then those whose value is v by ascending id, the oracle's order among equals,
+// while room is left: a scan, where walking them by chunks cost a padding row of 128k zeros
+// shown with 20 logprobs 4 ms.
 template <class Entry, class Values>
 void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* ids, float* out,
                     SortScratch scratch) {
@@ -224,7 +227,7 @@ void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* id
   const float v = kth == kNegInf ? std::numeric_limits<float>::lowest() : values(kth);
   auto key_at = [&](size_t i) {
     const float value = values(entry(i));
-    return value >= v ? (uint64_t{~orderable(value)} << 32) | i : kNoKey;
+    return value > v ? (uint64_t{~orderable(value)} << 32) | i : kNoKey;
   };
   size_t shown = 0;
   for_each_ascending(n, key_at, scratch.keys, [&](const uint64_t* sorted, size_t m) {
@@ -232,6 +235,8 @@ void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* id
       ids[shown++] = static_cast<TokenId>(sorted[j] & 0xffffffffu);
     return shown < kk;
   });
+  for (size_t i = 0; i < n && shown < kk; ++i)
+    if (values(entry(i)) == v) ids[shown++] = static_cast<TokenId>(i);
   finish_top_n(
       shown, static_cast<int64_t>(n), k,
       [&](TokenId i) { return values(entry(static_cast<size_t>(i))); }, ids, out);
