@@ -249,7 +249,7 @@ class CpuBackend final : public Backend {
     if (!kth)  // more candidates than the lists hold
       return top_n_over_row(
           static_cast<size_t>(n), [x](size_t i) { return x[i]; }, identity, k, ids, values,
-          scratch);
+          scratch, x);
     const size_t shown = largest_listed(scratch, candidates, identity, *kth, k, ids);
     finish_top_n(
         shown, n, k, [x](TokenId i) { return x[i]; }, ids, values);

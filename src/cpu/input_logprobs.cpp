@@ -97,7 +97,8 @@ void top_n_by_blocks(const void* src, DType dtype, size_t n, RawValues values,
   const auto kk = static_cast<size_t>(k);
   auto over_row = [&] {
     top_n_over_row(
-        n, [&](size_t i) { return entry(src, dtype, i); }, values, k, ids, out, scratch);
+        n, [&](size_t i) { return entry(src, dtype, i); }, values, k, ids, out, scratch,
+        dtype == DType::f32 ? static_cast<const float*>(src) : nullptr);
   };
   float floor = kNegInf;  // every entry >= it is listed
   size_t listed = 0;

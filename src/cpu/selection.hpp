@@ -216,12 +216,16 @@ void finish_top_n(size_t shown, int64_t n, int64_t k, ValueOf value_of, TokenId*
 // entries whose value passes its value v (fewer than k) walked in order by chunks of
 // scratch.keys, then those whose value is v by ascending id, the oracle's order among equals,
 // while room is left: a scan, where walking them by chunks cost a padding row of 128k zeros
-// shown with 20 logprobs 4 ms.
+// shown with 20 logprobs 4 ms. row: the entries as a float32 row when they are one (else null),
+// whose k-th the vector counting passes find (on that row of zeros, one min / max pass where the
+// radix select took four scalar ones).
 template <class Entry, class Values>
 void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* ids, float* out,
-                    SortScratch scratch) {
+                    SortScratch scratch, const float* row = nullptr) {
   const auto kk = static_cast<size_t>(k);
-  const float kth = kth_largest_in_row(n, kk, entry);
+  // The k-th of all n is -inf when fewer than k are finite, as kth_largest_in_row's.
+  const float kth =
+      row != nullptr ? cpu::kth_largest_value(row, n, kk) : kth_largest_in_row(n, kk, entry);
   // Fewer than k finite: every finite one, as the lists give them (the -inf ones follow). A
   // finite k-th whose value is -inf (x - max overflows) ties with every -inf one, by id.
   const float v = kth == kNegInf ? std::numeric_limits<float>::lowest() : values(kth);
