@@ -169,10 +169,9 @@ class CpuBackend final : public Backend {
       cpu::mask_below(x, size, *kth);  // ties at the k-th value kept, spec §9.2
       return apply_top_p ? top_p_keep(kept, top_p, scratch, x) : kept;
     }
-    // More candidates than the lists hold: the same decisions on the row.
-    cpu::mask_below(x, size, kth_largest_in_row(size, static_cast<size_t>(top_k), [x](size_t i) {
-                      return x[i];
-                    }));
+    // More candidates than the lists hold: the same decisions on the row. The k-th of all n is
+    // -inf when fewer than k are finite: nothing is masked.
+    cpu::mask_below(x, size, cpu::kth_largest_value(x, size, static_cast<size_t>(top_k)));
     if (apply_top_p) top_p_over_row(x, size, top_p, scratch);
     return kNotListed;
   }
@@ -248,8 +247,8 @@ class CpuBackend final : public Backend {
     const std::optional<float> kth = kth_largest_of_row(x, n, k, scratch, &candidates);
     if (!kth)  // more candidates than the lists hold
       return top_n_over_row(
-          static_cast<size_t>(n), [x](size_t i) { return x[i]; }, identity, k, ids, values,
-          scratch, x);
+          static_cast<size_t>(n), [x](size_t i) { return x[i]; }, identity, k, ids, values, scratch,
+          x);
     const size_t shown = largest_listed(scratch, candidates, identity, *kth, k, ids);
     finish_top_n(
         shown, n, k, [x](TokenId i) { return x[i]; }, ids, values);

@@ -143,6 +143,14 @@ float kth_largest_value(const float* HWY_RESTRICT x, size_t n, size_t k) {
   if (k == n) return min + 0.0f;
   const uint32_t low_key = detail::orderable(min), differ = low_key ^ detail::orderable(max);
   if (differ == 0) return value_of(low_key);  // every entry equal
+  if (min == -kInf) {  // a masked row: fewer than k finite, and the k-th is -inf at once
+    const auto neg_inf = hn::Set(d, -kInf);
+    size_t finite = 0;
+    for (i = 0; i + lanes <= n; i += lanes)
+      finite += hn::CountTrue(d, hn::Gt(hn::LoadU(d, x + i), neg_inf));
+    for (; i < n; ++i) finite += x[i] > -kInf;
+    if (finite < k) return -kInf;
+  }
   const uint32_t top = std::bit_floor(differ);
   uint32_t key = low_key & ~(top | (top - 1));  // at least k entries >= value_of(key): all n
   for (uint32_t bit = top; bit != 0; bit >>= 1) {
