@@ -112,11 +112,39 @@ size_t top_p_keep_by_chunks(size_t kept, float top_p, SortScratch scratch, float
 
 }  // namespace
 
+// How many of `kept` equal finite entries top-p masks: each weighs exp(0) = 1, the sum is the
+// count, each q is inv_sum, and the walk's order among equal values is the larger id first, so
+// those are the ones masked. The same arithmetic as the walk, in O(count), where the walk's chunks
+// cost some 20 ms a 128k row (9 passes over the row a chunk of an eighth).
+size_t equal_entries_masked(size_t kept, float top_p) {
+  const auto inv_sum = static_cast<float>(1.0 / static_cast<double>(kept));
+  const float cut = 1.0f - top_p;
+  double cumulative = 0;
+  size_t masked = 0;
+  while (masked + 1 < kept) {  // never the walk's last entry (the smallest id)
+    cumulative += 1.0f * inv_sum;
+    if (static_cast<float>(cumulative) > cut) break;
+    ++masked;
+  }
+  return masked;
+}
+
 // The masked entries of the oracle's full walk add exact zeros to its sums, so deciding on the
 // list alone gives the same cut. Cumulative sums never decrease: the masked ones are a prefix.
 size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
   if (kept == 0) return 0;
-  if (kept > scratch.keys.size()) return top_p_keep_by_chunks(kept, top_p, scratch, x);
+  if (kept > scratch.keys.size()) {
+    // A list of one value (ties at a top-k's k-th: on a row of four values, a quarter of it)
+    // masks its largest ids, the end of the list, where sorting it by chunks took 2 ms at 128k.
+    const float* values = scratch.values.data();
+    const float max = cpu::row_max(values, kept);
+    if (max > kNegInf && static_cast<size_t>(cpu::count_at_least(values, kept, max)) == kept) {
+      const size_t masked = equal_entries_masked(kept, top_p);
+      for (size_t i = kept - masked; x != nullptr && i < kept; ++i) x[scratch.ids[i]] = kNegInf;
+      return kept - masked;
+    }
+    return top_p_keep_by_chunks(kept, top_p, scratch, x);
+  }
   uint64_t* keys = scratch.keys.data();
   for (size_t i = 0; i < kept; ++i) keys[i] = ascending_key(scratch.values[i], scratch.ids[i]);
   cpu::sort_keys(keys, kept);
@@ -137,20 +165,9 @@ size_t top_p_keep(size_t kept, float top_p, SortScratch scratch, float* x) {
 namespace {
 
 // top_p_over_row on a row whose kept entries are all equal (a padding row of zeros, a row masked
-// to one value): each weighs exp(0) = 1, the sum is the count, each q is inv_sum, and the walk's
-// order among equal values is the larger id first. The same arithmetic as the walk, in O(n),
-// where the walk's chunks cost some 20 ms a 128k row (9 passes over the row a chunk of an eighth).
+// to one value), as equal_entries_masked counts them: the largest ids masked.
 void top_p_over_equal_entries(float* x, size_t n, size_t kept, float top_p) {
-  const auto inv_sum = static_cast<float>(1.0 / static_cast<double>(kept));
-  const float cut = 1.0f - top_p;
-  double cumulative = 0;
-  size_t masked = 0;
-  while (masked + 1 < kept) {  // never the walk's last entry (the smallest id)
-    cumulative += 1.0f * inv_sum;
-    if (static_cast<float>(cumulative) > cut) break;
-    ++masked;
-  }
-  for (size_t i = n; masked > 0 && i-- > 0;) {
+  for (size_t i = n, masked = equal_entries_masked(kept, top_p); masked > 0 && i-- > 0;) {
     if (x[i] == kNegInf) continue;
     x[i] = kNegInf;
     --masked;

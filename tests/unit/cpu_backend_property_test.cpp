@@ -565,6 +565,57 @@ TEST(CpuBackendProperty, TopKOfThousandsThenTopPIsTheOraclesToTheBit) {
   EXPECT_GT(decided_on_row, 10);
 }
 
+// Top-k whose k-th value is tied by more entries than a worker's keys hold (an eighth of the row)
+// but fewer than the lists' room (a quarter): the list of survivors is one value, so top-p masks
+// its largest ids, counted with the oracle's arithmetic, not sorted by chunks. The tie is the
+// row's largest value, or +0 among -0 with the rest below. Working row to the bit, the survivors'
+// list in id order, and both draws give the oracle's token.
+TEST(CpuBackendProperty, TopPOverATopKListOfOneValuePastTheKeysIsTheOracles) {
+  std::mt19937_64 rng(59);
+  Scratch a(cpu()), b(oracle());
+  for (int trial = 0; trial < 30; ++trial) {
+    const int64_t n = trial % 2 ? 40000 : 9000 + static_cast<int64_t>(rng() % 20000);
+    const size_t room = lastmile::detail::sort_keys_size(static_cast<size_t>(n));
+    const bool zeros = trial % 3 == 2;
+    std::normal_distribution<float> body(zeros ? -6.0f : 0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = std::min(body(rng), -1e-3f + (zeros ? 0.0f : 4.0f));
+    const size_t tied = room + 1 + rng() % (room / 2);  // within the list room
+    for (size_t i = 0; i < tied; ++i)
+      x[i * x.size() / tied] = zeros ? (rng() % 2 ? 0.0f : -0.0f) : 4.0f;
+    // k within a third of the tie: the sampled threshold lands on it, and the candidates are
+    // the tie (a larger k can list the body too, past the room: then decided on the row).
+    const auto k = static_cast<int64_t>(1 + rng() % (tied / 3));
+    const float p =
+        trial % 5 == 0 ? 0.9999f : std::uniform_real_distribution<float>(0.01f, 0.99f)(rng);
+    std::vector<float> fast = x, slow = x;
+    const SortScratch list = a.get(x.size());
+    const size_t listed = cpu().apply_top_k_top_p(fast.data(), n, k, true, p, list);
+    oracle().apply_top_k_top_p(slow.data(), n, k, true, p, b.get(x.size()));
+    ASSERT_EQ(fast, slow) << "trial " << trial << " n " << n << " k " << k << " p " << p;
+    std::vector<int32_t> survivors;
+    for (int64_t i = 0; i < n; ++i)
+      if (slow[i] > -kInf) survivors.push_back(static_cast<int32_t>(i));
+    ASSERT_NE(listed, lastmile::detail::kNotListed) << "trial " << trial << " k " << k;
+    ASSERT_EQ(std::vector<int32_t>(list.ids.begin(), list.ids.begin() + listed), survivors)
+        << "trial " << trial;
+    if (p < 0.99f) {
+      EXPECT_LT(survivors.size(), tied) << "trial " << trial;  // top-p masked some of the tie
+    }
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TokenId slow_token = oracle().draw(slow.data(), n, u, b.get(x.size()));
+    EXPECT_EQ(cpu().draw(fast.data(), n, u, list, listed), slow_token) << "trial " << trial;
+    lastmile::detail::DrawParams params;
+    params.top_k = k;
+    params.apply_top_p = true;
+    params.top_p = p;
+    EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u, a.get(x.size()),
+                                    kSerial),
+              slow_token)
+        << "trial " << trial;
+  }
+}
+
 // Top-p decided on the row walks its entries in the oracle's order by value ranges: those that fit
 // the keys are listed and sorted, a longer one is narrowed to the values it holds and split again.
 // Rows with a cluster of neighbouring floats (half the row within 1000 ulps of 1, so the first
