@@ -500,6 +500,39 @@ TEST(CpuBackendProperty, MinPOnAFlatRowDrawsFromItsLongList) {
   EXPECT_GT(long_lists, 10);  // drawn by blocks: 15 of them
 }
 
+// Top-k then top-p on row x by the cpu backend and by the oracle: the working rows must agree to
+// the bit, and a list handed on must hold the oracle's survivors in id order. Then the oracle's
+// draw at u, the cpu's over what it kept, and the cpu's straight from x (kNoInputDraw: declined).
+struct TopKTopPDraws {
+  size_t listed;
+  TokenId oracle, kept, from_input;
+};
+TopKTopPDraws top_k_top_p_both(const std::vector<float>& x, int64_t k, float p, double u,
+                               Scratch& a, Scratch& b, int trial) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> fast = x, slow = x;
+  const SortScratch list = a.get(x.size());
+  const size_t listed = cpu().apply_top_k_top_p(fast.data(), n, k, true, p, list);
+  oracle().apply_top_k_top_p(slow.data(), n, k, true, p, b.get(x.size()));
+  EXPECT_EQ(fast, slow) << "trial " << trial << " n " << n << " k " << k << " p " << p;
+  if (listed != lastmile::detail::kNotListed) {
+    std::vector<int32_t> survivors;
+    for (int64_t i = 0; i < n; ++i)
+      if (slow[i] > -kInf) survivors.push_back(static_cast<int32_t>(i));
+    EXPECT_EQ(std::vector<int32_t>(list.ids.begin(), list.ids.begin() + listed), survivors)
+        << "trial " << trial;
+  }
+  TopKTopPDraws draws{listed, oracle().draw(slow.data(), n, u, b.get(x.size())),
+                      cpu().draw(fast.data(), n, u, list, listed), 0};
+  lastmile::detail::DrawParams params;
+  params.top_k = k;
+  params.apply_top_p = true;
+  params.top_p = p;
+  draws.from_input =
+      cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u, a.get(x.size()), kSerial);
+  return draws;
+}
+
 // Top-k keeping more tokens than a worker's keys hold (an eighth of the row), then top-p: the
 // kept list is sorted in place by chunks (and, at the boundary, one fewer or as many in the keys),
 // or, when the candidates pass the lists' room (a quarter of the row), top-k and top-p are decided
@@ -530,37 +563,20 @@ TEST(CpuBackendProperty, TopKOfThousandsThenTopPIsTheOraclesToTheBit) {
                           : n / 8 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 2));
     const float p =
         trial % 5 == 0 ? 0.999f : std::uniform_real_distribution<float>(0.05f, 0.95f)(rng);
-    std::vector<float> fast = x, slow = x;
-    const SortScratch list = a.get(x.size());
-    const size_t listed = cpu().apply_top_k_top_p(fast.data(), n, k, true, p, list);
-    oracle().apply_top_k_top_p(slow.data(), n, k, true, p, b.get(x.size()));
-    ASSERT_EQ(fast, slow) << "trial " << trial << " n " << n << " k " << k << " p " << p;
+    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+    const TopKTopPDraws draws = top_k_top_p_both(x, k, p, u, a, b, trial);
     // Candidates (about 2k, sampled) past the lists' room are decided on the row: no list.
     const bool past_room = 4 * static_cast<size_t>(k) > cpu().list_room(n);
-    if (listed == lastmile::detail::kNotListed) {
+    if (draws.listed == lastmile::detail::kNotListed) {
+      EXPECT_TRUE(past_room) << "trial " << trial << " k " << k;
+    }
+    EXPECT_EQ(draws.kept, draws.oracle) << "trial " << trial;
+    if (draws.from_input == lastmile::detail::kNoInputDraw) {
       EXPECT_TRUE(past_room) << "trial " << trial << " k " << k;
     } else {
-      std::vector<int32_t> survivors;
-      for (int64_t i = 0; i < n; ++i)
-        if (slow[i] > -kInf) survivors.push_back(static_cast<int32_t>(i));
-      ASSERT_EQ(std::vector<int32_t>(list.ids.begin(), list.ids.begin() + listed), survivors)
-          << "trial " << trial;
+      EXPECT_EQ(draws.from_input, draws.oracle) << "trial " << trial;
     }
-    const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId slow_token = oracle().draw(slow.data(), n, u, b.get(x.size()));
-    EXPECT_EQ(cpu().draw(fast.data(), n, u, list, listed), slow_token) << "trial " << trial;
-    lastmile::detail::DrawParams params;
-    params.top_k = k;
-    params.apply_top_p = true;
-    params.top_p = p;
-    const TokenId from_input = cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u,
-                                                     a.get(x.size()), kSerial);
-    if (from_input == lastmile::detail::kNoInputDraw) {
-      EXPECT_TRUE(past_room) << "trial " << trial << " k " << k;
-    } else {
-      EXPECT_EQ(from_input, slow_token) << "trial " << trial;
-    }
-    decided_on_row += listed == lastmile::detail::kNotListed;
+    decided_on_row += draws.listed == lastmile::detail::kNotListed;
   }
   EXPECT_GT(decided_on_row, 10);
 }
@@ -588,31 +604,14 @@ TEST(CpuBackendProperty, TopPOverATopKListOfOneValuePastTheKeysIsTheOracles) {
     const auto k = static_cast<int64_t>(1 + rng() % (tied / 3));
     const float p =
         trial % 5 == 0 ? 0.9999f : std::uniform_real_distribution<float>(0.01f, 0.99f)(rng);
-    std::vector<float> fast = x, slow = x;
-    const SortScratch list = a.get(x.size());
-    const size_t listed = cpu().apply_top_k_top_p(fast.data(), n, k, true, p, list);
-    oracle().apply_top_k_top_p(slow.data(), n, k, true, p, b.get(x.size()));
-    ASSERT_EQ(fast, slow) << "trial " << trial << " n " << n << " k " << k << " p " << p;
-    std::vector<int32_t> survivors;
-    for (int64_t i = 0; i < n; ++i)
-      if (slow[i] > -kInf) survivors.push_back(static_cast<int32_t>(i));
-    ASSERT_NE(listed, lastmile::detail::kNotListed) << "trial " << trial << " k " << k;
-    ASSERT_EQ(std::vector<int32_t>(list.ids.begin(), list.ids.begin() + listed), survivors)
-        << "trial " << trial;
-    if (p < 0.99f) {
-      EXPECT_LT(survivors.size(), tied) << "trial " << trial;  // top-p masked some of the tie
-    }
     const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
-    const TokenId slow_token = oracle().draw(slow.data(), n, u, b.get(x.size()));
-    EXPECT_EQ(cpu().draw(fast.data(), n, u, list, listed), slow_token) << "trial " << trial;
-    lastmile::detail::DrawParams params;
-    params.top_k = k;
-    params.apply_top_p = true;
-    params.top_p = p;
-    EXPECT_EQ(cpu().draw_from_input(x.data(), lastmile::DType::f32, n, params, u, a.get(x.size()),
-                                    kSerial),
-              slow_token)
-        << "trial " << trial;
+    const TopKTopPDraws draws = top_k_top_p_both(x, k, p, u, a, b, trial);
+    ASSERT_NE(draws.listed, lastmile::detail::kNotListed) << "trial " << trial << " k " << k;
+    if (p < 0.99f) {
+      EXPECT_LT(draws.listed, tied) << "trial " << trial;  // top-p masked some of the tie
+    }
+    EXPECT_EQ(draws.kept, draws.oracle) << "trial " << trial;
+    EXPECT_EQ(draws.from_input, draws.oracle) << "trial " << trial;
   }
 }
 
