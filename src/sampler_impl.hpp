@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "float_environment.hpp"
 #include "lastmile/sampler.hpp"
 #include "pipeline/output_buffers.hpp"
 #include "pipeline/row_step.hpp"
@@ -43,6 +44,7 @@ class SamplerImpl {
 
    private:
     std::atomic<bool>& in_call_;
+    DefaultFloatEnvironment float_environment_;  // the caller's, back when the call returns
   };
   Call enter(const char* what, const char* owner = "sampler") { return {in_call_, what, owner}; }
 

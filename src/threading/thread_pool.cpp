@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "float_environment.hpp"
 #include "lastmile/error.hpp"
 
 namespace lastmile::detail {
@@ -186,6 +187,9 @@ bool ThreadPool::wait_for_run(uint32_t seen, Idle idle) {
 }
 
 void ThreadPool::work(int worker) {
+  // A worker inherits the floating-point environment of the thread that made the pool; tasks run
+  // in IEEE's default, as the caller does inside a call (float_environment.hpp).
+  const DefaultFloatEnvironment ieee;
   uint32_t seen = 0;
   Run run;
   while (wait_for_run(seen, run.idle)) {
