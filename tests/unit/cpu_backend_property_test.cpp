@@ -620,7 +620,8 @@ TEST(CpuBackendProperty, TopPOverATopKListOfOneValuePastTheKeysIsTheOracles) {
 // Rows with a cluster of neighbouring floats (half the row within 1000 ulps of 1, so the first
 // split leaves it in one range) among a spread: the second split packs its values into chunks,
 // one value held by more entries than the keys (a run listed by id from the top); some clusters of
-// -0 / +0 and the smallest subnormals. After a top-k past the lists' room, to the bit the oracle's.
+// -0 / +0 and the smallest subnormals of either sign. After a top-k past the lists' room, to the
+// bit the oracle's.
 TEST(CpuBackendProperty, TopPOverRowWalksClustersOfNeighbouringFloatsInTheOraclesOrder) {
   std::mt19937_64 rng(53);
   Scratch a(cpu()), b(oracle());
@@ -631,8 +632,10 @@ TEST(CpuBackendProperty, TopPOverRowWalksClustersOfNeighbouringFloatsInTheOracle
     std::vector<float> x(static_cast<size_t>(n));
     std::uniform_real_distribution<float> spread(-30.0f, 30.0f);
     for (float& v : x) v = spread(rng);
-    auto neighbour = [&](uint32_t steps) {  // centre's steps-th float up (+0's: the subnormals)
-      return std::bit_cast<float>(std::bit_cast<uint32_t>(centre) + steps);
+    // centre's steps-th float away from zero (+0's: the subnormals, negative ones in odd trials)
+    const uint32_t sign = centre == 0.0f && trial % 2 ? 0x80000000u : 0u;
+    auto neighbour = [&](uint32_t steps) {
+      return std::bit_cast<float>((std::bit_cast<uint32_t>(centre) | sign) + steps);
     };
     for (int64_t i = 0; i < n / 2; ++i) x[rng() % x.size()] = neighbour(rng() % 1000);
     if (centre == 0.0f)
