@@ -218,14 +218,16 @@ void finish_top_n(size_t shown, int64_t n, int64_t k, ValueOf value_of, TokenId*
 // while room is left: a scan, where walking them by chunks cost a padding row of 128k zeros
 // shown with 20 logprobs 4 ms. row: the entries as a float32 row when they are one (else null),
 // whose k-th the vector counting passes find (on that row of zeros, one min / max pass where the
-// radix select took four scalar ones).
+// radix select took four scalar ones); known_kth: the k-th largest entry when the caller knows it.
 template <class Entry, class Values>
 void top_n_over_row(size_t n, Entry entry, Values values, int64_t k, TokenId* ids, float* out,
-                    SortScratch scratch, const float* row = nullptr) {
+                    SortScratch scratch, const float* row = nullptr,
+                    std::optional<float> known_kth = std::nullopt) {
   const auto kk = static_cast<size_t>(k);
   // The k-th of all n is -inf when fewer than k are finite, as kth_largest_in_row's.
-  const float kth =
-      row != nullptr ? cpu::kth_largest_value(row, n, kk) : kth_largest_in_row(n, kk, entry);
+  const float kth = known_kth        ? *known_kth
+                    : row != nullptr ? cpu::kth_largest_value(row, n, kk)
+                                     : kth_largest_in_row(n, kk, entry);
   // Fewer than k finite: every finite one, as the lists give them (the -inf ones follow). A
   // finite k-th whose value is -inf (x - max overflows) ties with every -inf one, by id.
   const float v = kth == kNegInf ? std::numeric_limits<float>::lowest() : values(kth);
