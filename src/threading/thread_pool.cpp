@@ -176,6 +176,22 @@ void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idl
   if (error) std::rethrow_exception(error);
 }
 
+// An empty run that asks the workers to poll afterwards: each wakes, finds no task to claim, and
+// polls for the next generation.
+void ThreadPool::wake() {
+  if (workers_.empty() || fork_generation_ != fork_generation() ||
+      running_.load(std::memory_order_acquire))
+    return;
+  {
+    std::lock_guard lock(mutex_);
+    const uint32_t generation = ++generation_;
+    run_ = Run{nullptr, nullptr, 0, Idle::poll};
+    claim_.store(uint64_t{generation} << 32, std::memory_order_relaxed);
+    published_.store(generation, std::memory_order_release);
+  }
+  wake_.notify_all();
+}
+
 // Polls for a generation other than `seen` (after a run that asked for it), then sleeps until one
 // comes; false when stopping.
 bool ThreadPool::wait_for_run(uint32_t seen, Idle idle) {

@@ -43,6 +43,12 @@ class ThreadPool {
   // millisecond.
   static constexpr std::chrono::microseconds kPollBeforeSleep{100};
 
+  // Starts the sleeping workers now, to poll for the next run for kPollBeforeSleep: a caller with
+  // serial work before a run (checking a batch) lets them wake during it, and the run that follows
+  // within that time finds them polling. Allocates nothing; does nothing inside a run (from a
+  // task) or in a forked child.
+  void wake();
+
   // Calls task(i, worker) once for each i in [0, num_tasks), worker in [0, num_threads()), and
   // returns when every call has returned. If a call throws, the tasks not yet begun are skipped
   // and the first exception is rethrown here. The caller runs tasks too, so a run never waits

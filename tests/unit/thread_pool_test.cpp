@@ -54,6 +54,36 @@ TEST(ThreadPool, RunsAfterTheWorkersSleepStillRunEveryTask) {
   }
 }
 
+TEST(ThreadPool, AWakeRunsNoTaskAndTheRunAfterItRunsEachTaskOnce) {
+  // wake() publishes an empty run: the workers it wakes must run nothing (not the last run's
+  // tasks again), and the run that follows, while they poll or after they slept, loses none.
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(64);
+  for (int r = 0; r < 3000; ++r) {
+    const int64_t tasks = 2 + r % 61;
+    ASSERT_TRUE(tagged_run(pool, tasks, 1 + r % 7, hits)) << "run " << r;
+    for (auto& h : hits) h.store(0);
+    pool.wake();
+    if (r % 3 == 1) pool.wake();  // twice in a row
+    if (r % 5 == 2) std::this_thread::sleep_for(std::chrono::microseconds(r % 300));
+    for (auto& h : hits) ASSERT_EQ(h.load(), 0) << "after the wake of run " << r;
+  }
+}
+
+TEST(ThreadPool, AWakeFromInsideATaskChangesNothing) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(32);
+  auto task = [&](int64_t i, int) {
+    pool.wake();  // a run is in progress: its claims must stay its own
+    hits[static_cast<size_t>(i)].fetch_add(1);
+  };
+  for (int r = 0; r < 500; ++r) {
+    for (auto& h : hits) h.store(0);
+    pool.run(32, task);
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "run " << r;
+  }
+}
+
 TEST(ThreadPool, FirstExceptionComesBackAndThePoolStaysUsable) {
   ThreadPool pool(3);
   std::atomic<int> ran{0};
@@ -163,6 +193,7 @@ TEST(ThreadPool, AForkedChildRunsTheTasksInOrderAndDestroysThePool) {
         ok = ok && worker == 0;
         order.push_back(i);
       };
+      pool->wake();  // no worker to wake, no lock to touch
       pool->run(5, task);
       ok = ok && order == std::vector<int64_t>{0, 1, 2, 3, 4} && pool->num_threads() == 1;
     }
