@@ -110,6 +110,18 @@ std::optional<float> kth_by_partition(const float* HWY_RESTRICT x, size_t n, siz
   return std::nullopt;
 }
 
+// How many of x[0, n) are >= value.
+template <class D>
+HWY_INLINE size_t CountAtLeast(D d, const float* HWY_RESTRICT x, size_t n, float value) {
+  const size_t lanes = hn::Lanes(d);
+  const auto threshold = hn::Set(d, value);
+  size_t count = 0, i = 0;
+  for (; i + lanes <= n; i += lanes)
+    count += hn::CountTrue(d, hn::Ge(hn::LoadU(d, x + i), threshold));
+  for (; i < n; ++i) count += x[i] >= value;  // tail: never read past n
+  return count;
+}
+
 // The k-th largest of x[0, n): the orderable() bits of the answer set from the top, each kept
 // where at least k entries are >= the value so far. Every pass counts with float compares (so -0
 // equals +0, as orderable() has it); a key at or below -inf's stands for -inf, which every entry
@@ -143,24 +155,15 @@ float kth_largest_value(const float* HWY_RESTRICT x, size_t n, size_t k) {
   if (k == n) return min + 0.0f;
   const uint32_t low_key = detail::orderable(min), differ = low_key ^ detail::orderable(max);
   if (differ == 0) return value_of(low_key);  // every entry equal
-  if (min == -kInf) {  // a masked row: fewer than k finite, and the k-th is -inf at once
-    const auto neg_inf = hn::Set(d, -kInf);
-    size_t finite = 0;
-    for (i = 0; i + lanes <= n; i += lanes)
-      finite += hn::CountTrue(d, hn::Gt(hn::LoadU(d, x + i), neg_inf));
-    for (; i < n; ++i) finite += x[i] > -kInf;
-    if (finite < k) return -kInf;
-  }
+  // A masked row with fewer than k finite entries: the k-th is -inf at once.
+  if (min == -kInf && CountAtLeast(d, x, n, std::numeric_limits<float>::lowest()) < k) return -kInf;
   const uint32_t top = std::bit_floor(differ);
   uint32_t key = low_key & ~(top | (top - 1));  // at least k entries >= value_of(key): all n
   for (uint32_t bit = top; bit != 0; bit >>= 1) {
     const uint32_t candidate = key | bit;
     const float value = value_of(candidate);
     const auto threshold = hn::Set(d, value);
-    size_t at_least = 0;
-    for (i = 0; i + lanes <= n; i += lanes)
-      at_least += hn::CountTrue(d, hn::Ge(hn::LoadU(d, x + i), threshold));
-    for (; i < n; ++i) at_least += x[i] >= value;  // tail: never read past n
+    const size_t at_least = CountAtLeast(d, x, n, value);
     // Exactly k entries >= value: the k largest, whose min is the answer.
     if (at_least == k) {
       auto least = hn::Set(d, kInf);
