@@ -147,15 +147,12 @@ void ThreadPool::run_erased(int64_t num_tasks, void* task, Erased call, Idle idl
   uint32_t generation = 0;
   {
     std::lock_guard lock(mutex_);
-    generation = ++generation_;
-    run_ = run;
     error_ = nullptr;
     failed_.store(false, std::memory_order_relaxed);
     finished_.store(0, std::memory_order_relaxed);
     first_worker_claim_at_.store(0, std::memory_order_relaxed);
     published_at_ = now_ticks();
-    claim_.store(uint64_t{generation} << 32, std::memory_order_relaxed);
-    published_.store(generation, std::memory_order_release);
+    generation = publish(run);
   }
   wake_.notify_all();  // no system call when every worker is still polling
   drain(generation, run, 0);
@@ -184,12 +181,19 @@ void ThreadPool::wake() {
     return;
   {
     std::lock_guard lock(mutex_);
-    const uint32_t generation = ++generation_;
-    run_ = Run{nullptr, nullptr, 0, Idle::poll};
-    claim_.store(uint64_t{generation} << 32, std::memory_order_relaxed);
-    published_.store(generation, std::memory_order_release);
+    publish(Run{nullptr, nullptr, 0, Idle::poll});
   }
   wake_.notify_all();
+}
+
+// `run` as the next generation, its task counter at 0; the workers see it once published_ moves
+// (release: after the run and the counter). Returns the generation.
+uint32_t ThreadPool::publish(const Run& run) {
+  const uint32_t generation = ++generation_;
+  run_ = run;
+  claim_.store(uint64_t{generation} << 32, std::memory_order_relaxed);
+  published_.store(generation, std::memory_order_release);
+  return generation;
 }
 
 // Polls for a generation other than `seen` (after a run that asked for it), then sleeps until one

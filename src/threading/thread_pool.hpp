@@ -71,6 +71,7 @@ class ThreadPool {
     Idle idle = Idle::sleep;
   };
   void run_erased(int64_t num_tasks, void* task, Erased call, Idle idle);
+  uint32_t publish(const Run& run);  // mutex_ held
   void work(int worker);
   bool wait_for_run(uint32_t seen, Idle idle);
   void drain(uint32_t generation, const Run& run, int worker);
