@@ -172,8 +172,7 @@ void SamplerImpl::sample_rows(const BatchPlan& plan, const LogitsView& logits, c
     return;
   }
   using Clock = std::chrono::steady_clock;
-  // One row never spreads: the pool would run it in order, a worker's delay unmeasured.
-  const bool spread = plan.num_rows > 1 && schedule_.spread(plan.num_rows);
+  const bool spread = rows_spread(plan.num_rows);
   Clock::duration caller_time{};
   int64_t caller_rows = 0;
   auto task = [&](int64_t row, int worker) {
@@ -209,8 +208,7 @@ const SamplerOutput& SamplerImpl::sample_within(const LogitsView& logits, const 
                                                 std::span<const KeptRowState> kept) {
   // A sleeping worker starts some 40-90 us after it is woken (README, Performance): woken now, it
   // starts while the caller checks the batch (30-40 us for 64 requests of 2k-token histories).
-  if (logits.num_rows > 1 && pool_.num_threads() > 1 && schedule_.spread(logits.num_rows))
-    pool_.wake();
+  if (rows_spread(logits.num_rows)) pool_.wake();
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
   BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);
   plan.sampler_seed = config_.seed;

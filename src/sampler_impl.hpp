@@ -64,7 +64,12 @@ class SamplerImpl {
   void sample_row(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                   std::span<const KeptRowState> kept, int64_t row, int worker,
                   const ParallelFor& split);
-  // The rows side by side over the pool, or in order on the caller (schedule_ decides).
+  // Whether sample_rows runs `num_rows` rows side by side over the pool (schedule_ decides; one
+  // row never spreads: the pool would run it in order, a worker's delay unmeasured).
+  bool rows_spread(int64_t num_rows) const {
+    return num_rows > 1 && pool_.num_threads() > 1 && schedule_.spread(num_rows);
+  }
+  // The rows side by side over the pool, or in order on the caller (rows_spread).
   void sample_rows(const BatchPlan& plan, const LogitsView& logits, const Batch& batch,
                    std::span<const KeptRowState> kept);
 
