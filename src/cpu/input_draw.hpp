@@ -89,12 +89,13 @@ size_t list_scaled_at_least(const void* src, DType dtype, size_t n, float t, flo
 static_assert(BlockMaxima::kMaxBlocks == kMaxBlocks, "block maxima are the rows' blocks");
 
 // The max of a caller's float32 view, the sum of exp(x - max) over it and its block maxima
-// (blocks of block_size(n)), in one read by blocks, writing the row to out.dst on the way if
-// asked; false on a NaN / +inf (or one made by out's repetition) or a vocabulary over 2^20.
-// `parallel` may split the read (fixed vocab chunks: the same results).
+// (blocks of block_size(n)), in one read by blocks, writing the row to out.dst and its group
+// maxima to groups.max (groups that divide the blocks) on the way if asked; false on a NaN /
+// +inf (or one made by out's repetition) or a vocabulary over 2^20. `parallel` may split the
+// read (fixed vocab chunks: the same results).
 bool caller_row_softmax(const void* src, DType dtype, int64_t n, float* max, double* total,
                         BlockMaxima* maxima, cpu::ConvertedRow out = {},
-                        const ParallelFor& parallel = {});
+                        const ParallelFor& parallel = {}, cpu::GroupMaxima groups = {});
 // The block maxima alone (blocks of block_size(n)), in one read that `parallel` may split (fixed
 // vocab chunks: the same maxima); false on a NaN / +inf.
 bool caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxima* maxima,
@@ -109,10 +110,12 @@ bool caller_row_block_maxima(const void* src, DType dtype, int64_t n, BlockMaxim
 // decides (and declines a bad row). When fewer than k quotients are finite (a masked row), the
 // k-th is -inf and only the finite ones are listed, as kth_largest does. *listed_from, if asked:
 // the threshold listed from (every quotient >= it is listed: the lowest float in that case).
+// known_maxima, if given: the groups' maxima (its groups for n and k), not read again.
 std::optional<float> kth_largest_by_groups(const void* src, DType dtype, size_t n, float t,
                                            int64_t k, SortScratch scratch, size_t* candidates,
                                            const ParallelFor& parallel,
-                                           float* listed_from = nullptr);
+                                           float* listed_from = nullptr,
+                                           const float* known_maxima = nullptr);
 
 // Backend::draw_from_input; `summary` (known false on entry) as it says.
 TokenId draw_from_caller_row(const void* src, DType dtype, int64_t n, const DrawParams& params,

@@ -166,12 +166,13 @@ RawValues log_softmax_map(float max, double total) {
 
 bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
                                 const uint64_t* seen, float repetition_penalty,
-                                RawRowSummary* summary, const ParallelFor& parallel) {
+                                RawRowSummary* summary, const ParallelFor& parallel,
+                                cpu::GroupMaxima groups) {
   float max = kNegInf;
   double total = 0;
   if (!caller_row_softmax(src, dtype, n, &max, &total, &summary->maxima,
                           {dst, seen, repetition_penalty},
-                          dst == nullptr ? parallel : ParallelFor{}))
+                          dst == nullptr ? parallel : ParallelFor{}, groups))
     return false;
   summary->values = log_softmax_map(max, total);
   return true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "backend.hpp"
+#include "cpu/kernels.hpp"
 
 namespace lastmile::detail::cpu_selection {
 
@@ -17,10 +18,12 @@ RawValues log_softmax_map(float max, double total);
 
 // Backend::convert_row_summarised's one read: src into dst (repetition_penalty's factor where
 // seen, when seen is not null; dst null: nothing written) and the summary input_raw_logprobs
-// with log_softmax computes. False, with dst unusable, on NaN / +inf (the input's or the
-// penalty's) or over 2^20 entries. `parallel` may split the read (dst null only).
+// with log_softmax computes, and src's group maxima if asked (caller_row_softmax). False, with
+// dst unusable, on NaN / +inf (the input's or the penalty's) or over 2^20 entries. `parallel`
+// may split the read (dst null only).
 bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,
                                 const uint64_t* seen, float repetition_penalty,
-                                RawRowSummary* summary, const ParallelFor& parallel = {});
+                                RawRowSummary* summary, const ParallelFor& parallel = {},
+                                cpu::GroupMaxima groups = {});
 
 }  // namespace lastmile::detail::cpu_selection

@@ -65,16 +65,23 @@ struct ConvertedRow {
   const uint64_t* seen = nullptr;
   float r = 1.0f;
 };
+// The maxima of a row by groups of `group` entries (a multiple of 64 that divides the block),
+// which block_softmax_stats also writes on the way (max null: none): max[g] for each group g.
+struct GroupMaxima {
+  size_t group = 0;
+  float* max = nullptr;
+};
 // Softmax statistics of a caller's row divided by t, read in place, by blocks of `block`
 // entries: block_max[b] and the sum of exp(x - block_max[b]) in block_sums[b]. buffer: room for
 // one block and a vector (64 floats). Lists in *near a superset of the entries >= max +
 // near->below_max (id order), and marks *band (band null or band->bits null: none). With out.dst (t
 // = 1 only; not overlapping src, which an undivided float32 row's Exp reads again after out.dst is
-// written), writes the row there on the way (the statistics stay those of the caller's row). False
-// if the row (or a quotient, or a repeated entry) holds NaN or +inf.
+// written), writes the row there on the way (the statistics stay those of the caller's row), and
+// with groups.max the quotients' group maxima (top-k's, read with the Exp's vectors instead of in
+// a pass of their own). False if the row (or a quotient, or a repeated entry) holds NaN or +inf.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
-                         ConvertedRow out = {}, ValueBand* band = nullptr);
+                         ConvertedRow out = {}, ValueBand* band = nullptr, GroupMaxima groups = {});
 // compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
 // held NaN or +inf (then the list means nothing). Stops once more than `limit` entries passed
 // (returning a count > limit; *bad then covers what was read): ids and values need room for

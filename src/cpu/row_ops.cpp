@@ -1104,6 +1104,10 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   return true;
 }
 
+// The most groups a block of block_softmax_stats_pipelined holds (row_softmax's 2048 entries,
+// groups of 64 at least).
+constexpr size_t kMaxBlockGroups = 2048 / 64;
+
 // block_softmax_stats_pass without a near list or band, software-pipelined: block b's Exp and
 // block b + 1's read in one loop, each vector of the buffer read by the Exp before the next
 // block's replaces it. The read (widening, max, checks, stores) and the Exp (multiplies) load
@@ -1111,11 +1115,13 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 // 128k row's statistics 30.0 -> 27.7 us, 64 bf16 152k rows in turn 43.0 -> 40.9 us (Zen 4, medians
 // of 8 alternating runs of the micro-benchmarks). Each block's sum adds the same vectors in the
 // same order: the same bits. Where the exp propagates NaN (kExpPropagatesNaN), NaN and +inf are
-// found in the block's sum, not by a compare on every vector read.
-template <bool kDivide, class Source>
+// found in the block's sum, not by a compare on every vector read. With kGroups, the read's max
+// is taken by groups (GroupMaxima), each group's folded into its block's at the group's end.
+template <bool kDivide, bool kGroups, class Source>
 bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
                                    float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
-                                   double* HWY_RESTRICT block_sums, ConvertedRow out) {
+                                   double* HWY_RESTRICT block_sums, ConvertedRow out,
+                                   GroupMaxima groups) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const Quotient quotient(d, t);
@@ -1127,6 +1133,14 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
   // The block being read: [start, end), into the buffer, its max so far in `max`.
   size_t start = 0, end = std::min(n, block);
   auto max = hn::Set(d, -kInf);
+  // kGroups: the group being read, its lanes' maxima so far and its vectors still to read (a
+  // count, not a division a vector); the block's groups' lane maxima, reduced once the block is
+  // read (a reduction in the read cost a third of the pass); the next group's index. Blocks hold
+  // whole groups; the row's last may be short.
+  auto group_max = hn::Set(d, -kInf);
+  const size_t group_vectors = kGroups ? groups.group / lanes : 0;
+  size_t group_left = group_vectors, block_groups = 0, group = 0;
+  HWY_ALIGN float group_lanes[kGroups ? kMaxBlockGroups * hn::MaxLanes(d) : 1];
   // The vector at start + i: whole, or the padded tail (its extra lanes -inf); as
   // block_softmax_stats_pass's read.
   auto read = [&](size_t i, auto whole_vector) HWY_ATTR {
@@ -1140,7 +1154,17 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
     if constexpr (kDivide) v = quotient.Of(d, v);
     if constexpr (!kExpPropagatesNaN) bad.Check(d, v);
     if (!whole) v = hn::IfThenElse(hn::FirstN(d, end - at), v, hn::Set(d, -kInf));
-    max = hn::Max(max, v);
+    if constexpr (kGroups) {
+      group_max = hn::Max(group_max, v);
+      if (--group_left == 0 || at + lanes >= end) {  // the group's end, or the block's
+        hn::Store(group_max, d, group_lanes + block_groups++ * lanes);
+        max = hn::Max(max, group_max);
+        group_max = hn::Set(d, -kInf);
+        group_left = group_vectors;
+      }
+    } else {
+      max = hn::Max(max, v);
+    }
     if constexpr (!kInPlace) hn::StoreU(v, d, buffer + i);
     if (out.dst == nullptr) return;
     if (repeat_lanes) {
@@ -1157,6 +1181,11 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
     if (bad.Any(d) || overflowed.Any(d)) return false;
     if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
     *block_max_out = hn::GetLane(hn::MaxOfLanes(d, max));
+    if constexpr (kGroups) {
+      for (size_t g = 0; g < block_groups; ++g)
+        groups.max[group++] = hn::GetLane(hn::MaxOfLanes(d, hn::Load(d, group_lanes + g * lanes)));
+      block_groups = 0;
+    }
     return true;
   };
   const size_t blocks = (n + block - 1) / block;
@@ -1211,18 +1240,38 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
                          double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out,
-                         ValueBand* band) {
+                         ValueBand* band, GroupMaxima groups) {
   if (band != nullptr && band->bits == nullptr) band = nullptr;
+  const bool pipelined = near->ids == nullptr && band == nullptr;
+  // Groups of whole vectors, whole ones a block, come with the pipelined read.
+  const bool read_groups = pipelined && groups.max != nullptr && block % groups.group == 0 &&
+                           block / groups.group <= kMaxBlockGroups &&
+                           groups.group % hn::Lanes(hn::ScalableTag<float>()) == 0;
   return with_source(src, dtype, [&](auto source) {
-    if (near->ids == nullptr && band == nullptr)
-      return t == 1.0f ? block_softmax_stats_pipelined<false>(source, n, t, block, buffer,
-                                                              block_max, block_sums, out)
-                       : block_softmax_stats_pipelined<true>(source, n, t, block, buffer, block_max,
-                                                             block_sums, out);
-    return t == 1.0f ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max,
+    bool ok;
+    if (pipelined) {
+      auto pass = [&](auto divide, auto grouped) {
+        return block_softmax_stats_pipelined<decltype(divide)::value, decltype(grouped)::value>(
+            source, n, t, block, buffer, block_max, block_sums, out, groups);
+      };
+      if (read_groups)
+        return t == 1.0f ? pass(std::false_type(), std::true_type())
+                         : pass(std::true_type(), std::true_type());
+      ok = t == 1.0f ? pass(std::false_type(), std::false_type())
+                     : pass(std::true_type(), std::false_type());
+    } else {
+      ok = t == 1.0f ? block_softmax_stats_pass<false>(source, n, t, block, buffer, block_max,
                                                        block_sums, near, out, band)
                      : block_softmax_stats_pass<true>(source, n, t, block, buffer, block_max,
                                                       block_sums, near, out, band);
+    }
+    if (!ok || groups.max == nullptr) return ok;
+    // Groups the read could not take (beside a near list or a band, which no caller asks for,
+    // or of part vectors): a max pass of their own, divided as quotient_block_maxima divides (by
+    // t > 0, monotone: the quotients' maxima).
+    const size_t count = (n + groups.group - 1) / groups.group;
+    return block_max_pass(source, n, groups.group, groups.max) &&
+           (t == 1.0f || divide(groups.max, count, t) < 0);
   });
 }
 
@@ -1584,9 +1633,9 @@ int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, co
 }
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
-                         ConvertedRow out, ValueBand* band) {
+                         ConvertedRow out, ValueBand* band, GroupMaxima groups) {
   return HWY_DYNAMIC_DISPATCH(block_softmax_stats)(src, dtype, n, t, block, buffer, block_max,
-                                                   block_sums, near, out, band);
+                                                   block_sums, near, out, band, groups);
 }
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
                        float* values, bool* bad, size_t limit) {

@@ -1,8 +1,8 @@
 // cpu::block_softmax_stats without a near list or band takes its pipelined loop (block b's Exp
 // beside block b + 1's read); with a near list, the loop that reads and sums each block in turn.
 // Both must give the same bits, block maxima and sums, for every source type, a divided row, a
-// short last block and a block of -inf only; and the pipelined read must still write the row and
-// refuse NaN / +inf wherever they sit.
+// short last block and a block of -inf only; and the pipelined read must still write the row,
+// read group maxima when asked, and refuse NaN / +inf wherever they sit.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -53,7 +53,7 @@ struct Stats {
 };
 
 Stats stats_of(const void* src, DType dtype, size_t n, float t, bool listing,
-               cpu::ConvertedRow out = {}) {
+               cpu::ConvertedRow out = {}, cpu::GroupMaxima groups = {}) {
   Stats s;
   const size_t blocks = (n + kBlock - 1) / kBlock;
   s.block_max.assign(blocks, 0.0f);
@@ -67,7 +67,7 @@ Stats stats_of(const void* src, DType dtype, size_t n, float t, bool listing,
     near.values = values.data();
   }
   s.ok = cpu::block_softmax_stats(src, dtype, n, t, kBlock, buffer.data(), s.block_max.data(),
-                                  s.block_sums.data(), &near, out);
+                                  s.block_sums.data(), &near, out, nullptr, groups);
   return s;
 }
 
@@ -85,6 +85,36 @@ TEST(CpuSoftmaxStats, PipelinedPassHasTheBitsOfTheBlockByBlockPass) {
         }
         if (n > kBlock) {
           EXPECT_EQ(pipelined.block_sums[1], 0.0) << "the -inf block";
+        }
+      }
+    }
+  }
+}
+
+// Group maxima asked of either loop are the quotients' maxima by groups (source_block_max's,
+// divided), a short last group included, and leave the statistics' bits as they were.
+TEST(CpuSoftmaxStats, GroupMaximaComeWithTheStatisticsAndChangeNone) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const size_t n : {size_t{1}, size_t{100}, kBlock, 3 * kBlock + 77, 5 * kBlock}) {
+      const auto row = caller_row(dtype, n, n + 3);
+      for (const size_t group : {size_t{64}, size_t{256}, size_t{1024}}) {
+        const size_t groups = (n + group - 1) / group;
+        std::vector<float> want(groups);
+        ASSERT_TRUE(cpu::source_block_max(row.data(), dtype, n, group, want.data()));
+        for (const float t : {1.0f, 0.7f}) {
+          for (const bool listing : {false, true}) {
+            std::vector<float> got(groups + 1, 12345.0f);  // one past the groups: untouched
+            const Stats plain = stats_of(row.data(), dtype, n, t, listing);
+            const Stats with = stats_of(row.data(), dtype, n, t, listing, {}, {group, got.data()});
+            ASSERT_TRUE(plain.ok && with.ok);
+            for (size_t g = 0; g < groups; ++g)
+              ASSERT_EQ(got[g], t == 1.0f ? want[g] : want[g] / t)
+                  << "dtype " << static_cast<int>(dtype) << ", n " << n << ", group " << group
+                  << " #" << g << ", t " << t << ", listing " << listing;
+            EXPECT_EQ(got[groups], 12345.0f);
+            EXPECT_EQ(plain.block_max, with.block_max);
+            EXPECT_EQ(plain.block_sums, with.block_sums);
+          }
         }
       }
     }
