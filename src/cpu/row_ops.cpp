@@ -1116,7 +1116,7 @@ constexpr size_t kMaxBlockGroups = 2048 / 64;
 // of 8 alternating runs of the micro-benchmarks). Each block's sum adds the same vectors in the
 // same order: the same bits. Where the exp propagates NaN (kExpPropagatesNaN), NaN and +inf are
 // found in the block's sum, not by a compare on every vector read. With kGroups, the read's max
-// is taken by groups (GroupMaxima), each group's folded into its block's at the group's end.
+// is taken by groups (GroupMaxima).
 template <bool kDivide, bool kGroups, class Source>
 bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
                                    float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
@@ -1133,14 +1133,23 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
   // The block being read: [start, end), into the buffer, its max so far in `max`.
   size_t start = 0, end = std::min(n, block);
   auto max = hn::Set(d, -kInf);
-  // kGroups: the group being read, its lanes' maxima so far and its vectors still to read (a
-  // count, not a division a vector); the block's groups' lane maxima, reduced once the block is
-  // read (a reduction in the read cost a third of the pass); the next group's index. Blocks hold
-  // whole groups; the row's last may be short.
-  auto group_max = hn::Set(d, -kInf);
-  const size_t group_vectors = kGroups ? groups.group / lanes : 0;
-  size_t group_left = group_vectors, block_groups = 0, group = 0;
+  // kGroups: `max` holds the group being read (groups tile the blocks, a power of two entries;
+  // the row's last may be short), flushed at its end: its lane maxima stored, reduced once the
+  // block is read, and folded into the block's lane maxima. The read itself is the same as
+  // without: a group check a vector inside it cost the pass 16%, as GCC then kept the row
+  // writer's branch in the loop.
+  auto block_lanes_max = hn::Set(d, -kInf);
+  size_t block_groups = 0, group = 0;
+  bool group_open = false;  // read since the last flush
   HWY_ALIGN float group_lanes[kGroups ? kMaxBlockGroups * hn::MaxLanes(d) : 1];
+  auto flush = [&]() {
+    if constexpr (kGroups) {
+      hn::Store(max, d, group_lanes + block_groups++ * lanes);
+      block_lanes_max = hn::Max(block_lanes_max, max);
+      max = hn::Set(d, -kInf);
+      group_open = false;
+    }
+  };
   // The vector at start + i: whole, or the padded tail (its extra lanes -inf); as
   // block_softmax_stats_pass's read.
   auto read = [&](size_t i, auto whole_vector) HWY_ATTR {
@@ -1154,17 +1163,8 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
     if constexpr (kDivide) v = quotient.Of(d, v);
     if constexpr (!kExpPropagatesNaN) bad.Check(d, v);
     if (!whole) v = hn::IfThenElse(hn::FirstN(d, end - at), v, hn::Set(d, -kInf));
-    if constexpr (kGroups) {
-      group_max = hn::Max(group_max, v);
-      if (--group_left == 0 || at + lanes >= end) {  // the group's end, or the block's
-        hn::Store(group_max, d, group_lanes + block_groups++ * lanes);
-        max = hn::Max(max, group_max);
-        group_max = hn::Set(d, -kInf);
-        group_left = group_vectors;
-      }
-    } else {
-      max = hn::Max(max, v);
-    }
+    max = hn::Max(max, v);
+    if constexpr (kGroups) group_open = true;
     if constexpr (!kInPlace) hn::StoreU(v, d, buffer + i);
     if (out.dst == nullptr) return;
     if (repeat_lanes) {
@@ -1180,18 +1180,25 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
   auto finish = [&](float* block_max_out) {
     if (bad.Any(d) || overflowed.Any(d)) return false;
     if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
-    *block_max_out = hn::GetLane(hn::MaxOfLanes(d, max));
     if constexpr (kGroups) {
+      if (group_open) flush();  // the row's short last group
+      *block_max_out = hn::GetLane(hn::MaxOfLanes(d, block_lanes_max));
+      block_lanes_max = hn::Set(d, -kInf);
       for (size_t g = 0; g < block_groups; ++g)
         groups.max[group++] = hn::GetLane(hn::MaxOfLanes(d, hn::Load(d, group_lanes + g * lanes)));
       block_groups = 0;
+    } else {
+      *block_max_out = hn::GetLane(hn::MaxOfLanes(d, max));
     }
     return true;
   };
   const size_t blocks = (n + block - 1) / block;
   if (blocks == 0) return true;
   auto read_rest = [&](size_t i) {  // the read block's vectors from i on
-    for (; i + lanes <= end - start; i += lanes) read(i, std::true_type());
+    for (; i + lanes <= end - start; i += lanes) {
+      read(i, std::true_type());
+      if (kGroups && ((i + lanes) & (groups.group - 1)) == 0) flush();
+    }
     if (i < end - start) read(i, std::false_type());
   };
   read_rest(0);
@@ -1217,10 +1224,15 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
       // waited on the row, as the two loops had).
       uintptr_t prefetch = src.Address(end);
       const uintptr_t prefetch_end = src.Address(std::min(n, end + block));
-      for (; i + lanes <= next_size; i += lanes, prefetch += 64) {  // next_size <= size
-        if (prefetch < prefetch_end) hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
-        sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, values + i), vmax)));
-        read(i, std::true_type());
+      // By groups (each from a group's start), or all at once.
+      while (i + lanes <= next_size) {  // next_size <= size
+        const size_t stop = kGroups ? std::min(next_size, i + groups.group) : next_size;
+        for (; i + lanes <= stop; i += lanes, prefetch += 64) {
+          if (prefetch < prefetch_end) hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
+          sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, values + i), vmax)));
+          read(i, std::true_type());
+        }
+        if (kGroups && (i & (groups.group - 1)) == 0) flush();  // a whole group read
       }
       next_read = i;
       for (; i + lanes <= size; i += lanes)
@@ -1244,7 +1256,8 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
   if (band != nullptr && band->bits == nullptr) band = nullptr;
   const bool pipelined = near->ids == nullptr && band == nullptr;
   // Groups of whole vectors, whole ones a block, come with the pipelined read.
-  const bool read_groups = pipelined && groups.max != nullptr && block % groups.group == 0 &&
+  const bool read_groups = pipelined && groups.max != nullptr &&
+                           std::has_single_bit(groups.group) && block % groups.group == 0 &&
                            block / groups.group <= kMaxBlockGroups &&
                            groups.group % hn::Lanes(hn::ScalableTag<float>()) == 0;
   return with_source(src, dtype, [&](auto source) {
