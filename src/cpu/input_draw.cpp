@@ -1060,8 +1060,8 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   const size_t block = block_size(n);
   const bool min_p_alone =
       params.min_p > 0.0f && params.top_k >= n && !(params.apply_top_p && params.top_p < 1.0f);
-  const bool top_k =
-      params.min_p == 0.0f && top_k_group_size(size, 2 * params.top_k) > 0 && row.lower != nullptr;
+  const size_t top_k_group = top_k_group_size(size, 2 * params.top_k);
+  const bool top_k = params.min_p == 0.0f && top_k_group > 0 && row.lower != nullptr;
   const bool top_p_alone = row.lower != nullptr && params.apply_top_p && params.top_p < 1.0f &&
                            params.top_k >= n && params.min_p == 0.0f;
   if (summary != nullptr) summary->known = false;
@@ -1075,8 +1075,7 @@ TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const Dra
   RawRowSummary own;
   RawRowSummary* const learned = summary != nullptr ? summary : top_p_alone ? &own : nullptr;
   float group_maxima[kMaxGroups];
-  const cpu::GroupMaxima groups = {top_k ? top_k_group_size(size, 2 * params.top_k) : 0,
-                                   top_k ? group_maxima : nullptr};
+  const cpu::GroupMaxima groups = {top_k_group, top_k ? group_maxima : nullptr};
   if (learned != nullptr) {
     learned->known = summarise_while_converting(row.src, row.dtype, n, nullptr, nullptr, 1.0f,
                                                 learned, parallel, groups);

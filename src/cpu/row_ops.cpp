@@ -1283,7 +1283,7 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
     // or not a power of two of whole vectors): a max pass of their own, divided as
     // quotient_block_maxima divides (by t > 0, monotone: the quotients' maxima).
     const size_t count = (n + groups.group - 1) / groups.group;
-    return block_max_pass(source, n, groups.group, groups.max) &&
+    return source_block_max(src, dtype, n, groups.group, groups.max) &&
            (t == 1.0f || divide(groups.max, count, t) < 0);
   });
 }
