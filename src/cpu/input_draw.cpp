@@ -496,11 +496,91 @@ TokenId draw_from_kept_blocks(const void* src, DType dtype, size_t n, float t,
   }
 }
 
+// Spec §9.3 over a listed band: ids[0, listed) in id order, their q in qs (lo <= q <= hi, q =
+// exp(x - max) * inv_sum), every entry below the band masked and adding up to `below`, every one
+// above it kept. Masked entries get q < 0 and leave kept[b], block b's kept weight (in units of the
+// row's exp sum). The band is narrowed by bisection on q, a sum pass over it a step, to [q_lo,
+// q_hi) holding at most kNarrowed entries: the mass below q_lo keeps the cumulative sum <= cut
+// (masked), the mass below q_hi passes it (kept from there), and mask_band decides between.
+// mask_band over a whole band histogrammed thousands of entries one by one (a flat row's 8k), and
+// masked them with a mispredicted branch each (a long-tailed row's 15k: a fifth of its time).
+void mask_listed_band(const void* src, DType dtype, size_t n, float t, const RowSoftmax& row,
+                      const int32_t* ids, float* qs, size_t listed, double below, float lo,
+                      float hi, float inv_sum, float cut, TokenId top, SortScratch scratch,
+                      double* kept) {
+  auto mask_listed = [&](size_t i) {
+    kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
+    qs[i] = -1.0f;  // masked
+  };
+  constexpr size_t kNarrowed = 256;
+  // No bisection step passes the largest q (the max's, inv_sum): it is never masked.
+  const float top_q = std::min(hi, inv_sum);
+  uint32_t a = orderable(lo), b = orderable(top_q) + 1;
+  double mass_a = 0;
+  size_t count_a = 0, count_b = listed;
+  while (count_b - count_a > kNarrowed && b - a > 1) {
+    const uint32_t mid = a + (b - a) / 2;
+    size_t count = 0;
+    const double mass = cpu::sum_below(qs, listed, from_orderable(mid), &count);
+    if (static_cast<float>(below + mass) <= cut) {
+      a = mid;
+      mass_a = mass;
+      count_a = count;
+    } else {
+      b = mid;
+      count_b = count;
+    }
+  }
+  // The entries between the bisection's ends, q in [from_orderable(a), from_orderable(b)), listed
+  // to the side by their indices in the band with a vector compress (the scalar loop, a branch an
+  // entry, cost 4 of a flat row's 52 us). Never more than kNarrowed: the bisection counted them
+  // with the same comparisons.
+  uint32_t at[kNarrowed + cpu::kCompressSlack];
+  size_t narrowed = 0;
+  bool narrow = count_b - count_a <= kNarrowed;
+  if (narrow) {
+    narrowed = cpu::list_between(qs, listed, from_orderable(a), from_orderable(b), at, kNarrowed);
+    narrow = narrowed <= kNarrowed;
+  }
+  // Ties left more than kNarrowed entries between two neighbouring floats: the whole band goes to
+  // mask_band instead, as itself.
+  if (!narrow) {
+    a = orderable(lo);
+    b = orderable(top_q) + 1;
+    mass_a = 0;
+  }
+  const float q_lo = from_orderable(a);
+  int32_t narrow_ids[kNarrowed];
+  float narrow_qs[kNarrowed];
+  if (narrow) {
+    for (size_t k = 0; k < narrowed; ++k) {
+      narrow_ids[k] = ids[at[k]];
+      narrow_qs[k] = qs[at[k]];
+    }
+    // Masked below q_lo, block by block (the list is in id order).
+    for (size_t block = 0, i = 0; block < row.blocks; ++block) {
+      const auto end = static_cast<int32_t>(std::min(n, (block + 1) * row.block));
+      const size_t last = std::lower_bound(ids + i, ids + listed, end) - ids;
+      size_t unused;
+      kept[block] -= cpu::sum_below(qs + i, last - i, q_lo, &unused) / inv_sum;
+      i = last;
+    }
+    cpu::mask_below(qs, listed, q_lo);  // -inf: masked (q < 0)
+  }
+  const int32_t* const band_ids = narrow ? narrow_ids : ids;
+  const float* const band_qs = narrow ? narrow_qs : qs;
+  mask_band(
+      band_ids, narrow ? narrowed : listed, [band_qs](size_t i) { return band_qs[i]; },
+      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(band_ids[i]), t); },
+      below + mass_a, q_lo, from_orderable(b - 1), cut, top, scratch,
+      [&](size_t i) { mask_listed(narrow ? at[i] : i); });
+}
+
 // Top-p alone when the band is not a short list to the top (a flat row: most tokens kept). A second
 // read by blocks gives each token's weight w = exp(x - max) with the statistics' vector exp and
 // q = w * inv_sum, as the steps' probability_band does: the mass below the band, the band's ids,
-// and each block's kept weight (w of q >= lo). mask_band decides in the band; the walk finds the
-// block holding u * kept total and steps through it skipping q < lo and the band's masked ones.
+// and each block's kept weight (w of q >= lo). mask_listed_band decides in the band; the walk finds
+// the block holding u * kept total and steps through it skipping q < lo and the band's masked ones.
 TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const RowSoftmax& row,
                          float inv_sum, float cut, const BandGuess& guess, double u,
                          SortScratch scratch) {
@@ -541,14 +621,8 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
     if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
     break;
   }
-  mask_band(
-      ids, band, [qs](size_t i) { return qs[i]; },
-      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(ids[i]), t); }, below, lo,
-      hi, cut, top, scratch,
-      [&](size_t i) {
-        kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
-        qs[i] = -1.0f;  // masked
-      });
+  mask_listed_band(src, dtype, n, t, row, ids, qs, band, below, lo, hi, inv_sum, cut, top, scratch,
+                   kept);
   auto kept_at = [&](const float*, const float* block_weights, size_t i) {
     return (block_weights[i] != 0.0f) & (block_weights[i] * inv_sum >= lo);
   };
@@ -654,74 +728,8 @@ std::optional<TokenId> draw_top_p_banded(const void* src, DType dtype, size_t n,
   if (static_cast<float>(below + band_mass) <= cut) return std::nullopt;  // crosses above it
   double kept[kMaxBlocks];
   for (size_t b = 0; b < row.blocks; ++b) kept[b] = row.sums[b] - below_sums[b];
-  auto mask_listed = [&](size_t i) {
-    kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
-    qs[i] = -1.0f;  // masked
-  };
-  // The band narrowed by bisection on q, a sum pass over it a step, to [q_lo, q_hi) holding at
-  // most kNarrowed entries: the mass below q_lo keeps the cumulative sum <= cut (masked), the
-  // mass below q_hi passes it (kept from there), and mask_band decides between. mask_band over
-  // the whole band histogrammed 8k entries one by one and sorted the crossing bucket's hundreds.
-  constexpr size_t kNarrowed = 256;
-  uint32_t a = orderable(lo), b = orderable(hi) + 1;
-  double mass_a = 0;
-  size_t count_a = 0, count_b = listed;
-  while (count_b - count_a > kNarrowed && b - a > 1) {
-    const uint32_t mid = a + (b - a) / 2;
-    size_t count = 0;
-    const double mass = cpu::sum_below(qs, listed, from_orderable(mid), &count);
-    if (static_cast<float>(below + mass) <= cut) {
-      a = mid;
-      mass_a = mass;
-      count_a = count;
-    } else {
-      b = mid;
-      count_b = count;
-    }
-  }
-  // The entries between the bisection's ends, q in [from_orderable(a), from_orderable(b)), listed
-  // to the side by their indices in the band with a vector compress (the scalar loop, a branch an
-  // entry, cost 4 of a flat row's 52 us). Never more than kNarrowed: the bisection counted them
-  // with the same comparisons.
-  uint32_t at[kNarrowed + cpu::kCompressSlack];
-  size_t narrowed = 0;
-  bool narrow = count_b - count_a <= kNarrowed;
-  if (narrow) {
-    narrowed = cpu::list_between(qs, listed, from_orderable(a), from_orderable(b), at, kNarrowed);
-    narrow = narrowed <= kNarrowed;
-  }
-  // Ties left more than kNarrowed entries between two neighbouring floats: the whole band goes to
-  // mask_band instead, as itself.
-  if (!narrow) {
-    a = orderable(lo);
-    b = orderable(hi) + 1;
-    mass_a = 0;
-  }
-  const float q_lo = from_orderable(a);
-  int32_t narrow_ids[kNarrowed];
-  float narrow_qs[kNarrowed];
-  if (narrow) {
-    for (size_t k = 0; k < narrowed; ++k) {
-      narrow_ids[k] = ids[at[k]];
-      narrow_qs[k] = qs[at[k]];
-    }
-    // Masked below q_lo, block by block (the list is in id order).
-    for (size_t block = 0, i = 0; block < row.blocks; ++block) {
-      const auto end = static_cast<int32_t>(std::min(n, (block + 1) * row.block));
-      const size_t last = std::lower_bound(ids + i, ids + listed, end) - ids;
-      size_t unused;
-      kept[block] -= cpu::sum_below(qs + i, last - i, q_lo, &unused) / inv_sum;
-      i = last;
-    }
-    cpu::mask_below(qs, listed, q_lo);  // -inf: masked (q < 0)
-  }
-  const int32_t* const band_ids = narrow ? narrow_ids : ids;
-  const float* const band_qs = narrow ? narrow_qs : qs;
-  mask_band(
-      band_ids, narrow ? narrowed : listed, [band_qs](size_t i) { return band_qs[i]; },
-      [&](size_t i) { return scaled_entry(src, dtype, static_cast<size_t>(band_ids[i]), t); },
-      below + mass_a, q_lo, from_orderable(b - 1), cut, top, scratch,
-      [&](size_t i) { mask_listed(narrow ? at[i] : i); });
+  mask_listed_band(src, dtype, n, t, row, ids, qs, listed, below, lo, hi, inv_sum, cut, top,
+                   scratch, kept);
   auto kept_at = [from = range.from](const float* values, const float* weights, size_t i) {
     return (weights[i] != 0.0f) & (values[i] >= from);
   };

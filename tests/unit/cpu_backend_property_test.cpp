@@ -1270,6 +1270,32 @@ TEST(CpuBackendProperty, DrawFromInputTopPAtTheEndOfTheCdfIsTheLastKeptToken) {
   }
 }
 
+// A p so small that 1 - p rounds to 1 in float32 keeps only the largest token (spec §9.3). A row
+// too short to be sampled takes the dense path with its band to the top, where the bisection over
+// q would pass the largest's q when every mass rounds to at most 1: it must stop below it. N(0, 1)
+// rows of 300 to 4000 tokens (over the 256 entries the bisection leaves to mask_band), every dtype.
+TEST(CpuBackendProperty, DrawFromInputTopPOfTinyPOnAShortRowDrawsTheLargest) {
+  std::mt19937_64 rng(43);
+  Scratch a(cpu());
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t n = 300 + static_cast<int64_t>(rng() % 3700);
+    std::normal_distribution<float> body(0.0f, 1.0f);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = body(rng);
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    oracle().convert_row_divided(src, dtype, x.data(), n, 1.0f);
+    const auto largest = static_cast<TokenId>(std::max_element(x.begin(), x.end()) - x.begin());
+    const lastmile::detail::DrawParams params = top_p_alone(n, 1.0f, trial % 2 ? 1e-9f : 1e-8f);
+    for (const double u : {1e-9, 0.5, 1.0 - 1e-9}) {
+      EXPECT_EQ(cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial), largest)
+          << "trial " << trial << " n " << n << " u " << u;
+    }
+  }
+}
+
 // Top-k with k at most a quarter of the row's groups takes the k-th largest group max as its
 // threshold, drawing from the caller's row and on a working row (top-k / top-p, top-N). Rows
 // that stress it, each also drawn at 8 values of u against the oracle's steps:
