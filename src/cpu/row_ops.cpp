@@ -1531,11 +1531,31 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
     hn::StoreU(CompressKeptIds(d, band, at), di, ids + count);
     count += hn::CountTrue(d, band);
   };
+  // Four vectors a step, their counts added up before the stores: one vector a step left each
+  // store's address waiting on the previous vector's count (a chain through the mask's popcount).
+  auto take_four = [&](size_t at, Sums& sum) {
+    hn::Vec<decltype(di)> kept[4];
+    size_t counts[4];
+    for (size_t k = 0; k < 4; ++k) {
+      const auto q = hn::Mul(hn::LoadU(d, w + at + k * lanes), vinv);
+      const auto below = hn::Lt(q, vlo);
+      sum.Add(hn::IfThenElseZero(below, q));
+      const auto band = hn::AndNot(below, hn::Lt(q, vhi));
+      kept[k] = CompressKeptIds(d, band, at + k * lanes);
+      counts[k] = hn::CountTrue(d, band);
+    }
+    for (size_t k = 0; k < 4; ++k) {  // in order: each store's tail is the next one's room
+      hn::StoreU(kept[k], di, ids + count);
+      count += counts[k];
+    }
+  };
   auto flush = [&](const Sums& sum) { below_sum += sum.Total(d); };
   const auto all = hn::FirstN(d, lanes);
   while (i + lanes <= n) {
     Sums sum(d);
-    for (size_t v = 0; v < 64 && i + lanes <= n; ++v, i += lanes)
+    size_t v = 0;
+    for (; v + 4 <= 64 && i + 4 * lanes <= n; v += 4, i += 4 * lanes) take_four(i, sum);
+    for (; v < 64 && i + lanes <= n; ++v, i += lanes)
       take(i, hn::Mul(hn::LoadU(d, w + i), vinv), all, sum);
     flush(sum);
   }
