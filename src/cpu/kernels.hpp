@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "lastmile/logits_view.hpp"
 
@@ -46,6 +47,9 @@ struct NearMax {
   float* values = nullptr;
   size_t count = 0;        // listed so far; more than room once the listing stopped there
   size_t room = SIZE_MAX;  // ids / values hold room + kCompressSlack entries
+  // At most the row's max, known before the pass (min_p's group maxima): the listing starts from
+  // it rather than from each block's running max, which lists most of a flat row's first blocks.
+  float max_at_least = -std::numeric_limits<float>::infinity();
 };
 // A value band marked by block_softmax_stats on the way (bits null: none): bit i % 8 of bits[i / 8]
 // set where from <= x[i] <= to (in blocks of -inf only, none), and in below_sums[b] each block's
@@ -125,7 +129,8 @@ void min_max_between(const float* x, size_t n, float lo, float hi, float* min, f
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
                    int32_t* ids, float* values, size_t limit = SIZE_MAX);
 // (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
-// Stops once more than `limit` entries passed (then returns a count > limit).
+// Stops once more than `limit` entries passed (then returns a count > limit; nothing is written
+// past limit + kCompressSlack).
 size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
                          float* values, size_t limit = SIZE_MAX);
 
