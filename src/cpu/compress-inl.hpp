@@ -1,5 +1,6 @@
 // lastmile — CompressKept: the lanes a mask keeps, moved to the front of a vector, for the
-// compressing kernels (compress_at_least, probability_band, the caller's-row lists). Re-included
+// compressing kernels (compress_at_least, probability_band, the caller's-row lists), and
+// StoreKeptOfFour, their stores four vectors a step. Re-included
 // once per Highway target, as Highway's own -inl headers are.
 //
 // Why not hn::Compress everywhere: Highway 1.0.3's AVX2, SSE4 and SSSE3 Compress keep their lane
@@ -95,6 +96,28 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> CompressKeptIds(D d, hn::Mask<D> keep,
   // Iota(di, first) is built through the stack by GCC: a constant plus a broadcast instead.
   return hn::Compress(hn::Add(hn::Iota(di, 0), offset), hn::RebindMask(di, keep));
 #endif
+}
+
+// Four vectors' kept lanes, stored in order from ids + count: vector k's ids are first + k * lanes
+// + lane, and with `v` its kept values go to values + count as well. Returns the count after them.
+// The four counts are taken before the stores: stored a vector at a time, each store's address
+// waited on the previous vector's count (a chain through the mask's popcount). Whole vectors are
+// stored past the count, as CompressKept's callers do.
+template <class D>
+HWY_INLINE size_t StoreKeptOfFour(D d, const hn::Mask<D> (&keep)[4], size_t first,
+                                  int32_t* HWY_RESTRICT ids, size_t count,
+                                  const hn::Vec<D>* v = nullptr,
+                                  hn::TFromD<D>* HWY_RESTRICT values = nullptr) {
+  const hn::RebindToSigned<D> di;
+  const size_t lanes = hn::Lanes(d);
+  size_t counts[4];
+  for (size_t k = 0; k < 4; ++k) counts[k] = hn::CountTrue(d, keep[k]);
+  for (size_t k = 0; k < 4; ++k) {  // in order: each store's tail is the next one's room
+    hn::StoreU(CompressKeptIds(d, keep[k], first + k * lanes), di, ids + count);
+    if (v != nullptr) hn::StoreU(CompressKept(d, v[k], keep[k]), d, values + count);
+    count += counts[k];
+  }
+  return count;
 }
 
 }  // namespace lastmile::cpu::HWY_NAMESPACE

@@ -837,9 +837,8 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
   const auto vthr = hn::Set(d, threshold);
   size_t count = 0, i = 0;
   auto kept_by = [&](hn::Vec<decltype(d)> v) { return strict ? hn::Gt(v, vthr) : hn::Ge(v, vthr); };
-  // Four vectors a step: one branch for four, and their counts taken before the stores, each of
-  // which had waited on the previous vector's count. A flat row's min-p near list (a tenth of each
-  // block kept, from L1) mispredicted the branch a vector and took 14% of such a row.
+  // Four vectors a step (StoreKeptOfFour): one branch for four. A flat row's min-p near list (a
+  // tenth of each block kept, from L1) mispredicted a branch a vector and took 14% of such a row.
   for (; i + 4 * lanes <= n; i += 4 * lanes) {
     const hn::Vec<decltype(d)> v[4] = {hn::LoadU(d, x + i), hn::LoadU(d, x + i + lanes),
                                        hn::LoadU(d, x + i + 2 * lanes),
@@ -847,13 +846,7 @@ size_t compress_at_least(const float* HWY_RESTRICT x, size_t n, float threshold,
     const hn::Mask<decltype(d)> keep[4] = {kept_by(v[0]), kept_by(v[1]), kept_by(v[2]),
                                            kept_by(v[3])};
     if (hn::AllFalse(d, hn::Or(hn::Or(keep[0], keep[1]), hn::Or(keep[2], keep[3])))) continue;
-    size_t counts[4];
-    for (size_t k = 0; k < 4; ++k) counts[k] = hn::CountTrue(d, keep[k]);
-    for (size_t k = 0; k < 4; ++k) {  // in order: each store's tail is the next one's room
-      hn::StoreU(CompressKeptIds(d, keep[k], i + k * lanes), di, ids + count);
-      hn::StoreU(CompressKept(d, v[k], keep[k]), d, values + count);
-      count += counts[k];
-    }
+    count = StoreKeptOfFour(d, keep, i, ids, count, v, values);
     if (count > limit) return count;
   }
   for (; i + lanes <= n; i += lanes) {
@@ -1551,23 +1544,17 @@ size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, fl
     hn::StoreU(CompressKeptIds(d, band, at), di, ids + count);
     count += hn::CountTrue(d, band);
   };
-  // Four vectors a step, their counts added up before the stores: one vector a step left each
-  // store's address waiting on the previous vector's count (a chain through the mask's popcount).
+  // Four vectors a step, stored by StoreKeptOfFour: one vector a step left each store's address
+  // waiting on the previous vector's count.
   auto take_four = [&](size_t at, Sums& sum) {
-    hn::Vec<decltype(di)> kept[4];
-    size_t counts[4];
+    hn::Mask<decltype(d)> band[4];
     for (size_t k = 0; k < 4; ++k) {
       const auto q = hn::Mul(hn::LoadU(d, w + at + k * lanes), vinv);
       const auto below = hn::Lt(q, vlo);
       sum.Add(hn::IfThenElseZero(below, q));
-      const auto band = hn::AndNot(below, hn::Lt(q, vhi));
-      kept[k] = CompressKeptIds(d, band, at + k * lanes);
-      counts[k] = hn::CountTrue(d, band);
+      band[k] = hn::AndNot(below, hn::Lt(q, vhi));
     }
-    for (size_t k = 0; k < 4; ++k) {  // in order: each store's tail is the next one's room
-      hn::StoreU(kept[k], di, ids + count);
-      count += counts[k];
-    }
+    count = StoreKeptOfFour(d, band, at, ids, count);
   };
   auto flush = [&](const Sums& sum) { below_sum += sum.Total(d); };
   const auto all = hn::FirstN(d, lanes);
