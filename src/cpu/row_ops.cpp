@@ -459,6 +459,43 @@ int64_t load_row_repeated(const void* HWY_RESTRICT src, DType dtype, float* HWY_
                      [&](auto source) { return load_repeated_pass(source, dst, n, seen, r); });
 }
 
+// Prefetches a streaming read's lines a fixed distance ahead of it, up to the end of what it
+// reads. A batch past the cache comes from memory, where the block max passes (a reduction and a
+// store every group of 64) fell behind row_max's plain read, the hardware prefetcher alone
+// keeping too few lines in flight: 256 top-k/top-p rows of 128k (131 MB, one thread) took
+// 47-55 us a row against row_max's 38-43; with the lines requested 4 KB ahead, 41-50 (min-p
+// 50 -> 46). Rows in cache ran as before.
+class ReadAhead {
+ public:
+  static constexpr uintptr_t kDistance = 4096, kLine = 64;
+  ReadAhead(uintptr_t begin, uintptr_t end) : next_(begin + kDistance), end_(end) {}
+  // The read has reached `at`: request the lines up to kDistance past it.
+  HWY_INLINE void Reached(uintptr_t at) {
+    const uintptr_t to = std::min(at + kDistance, end_);
+    for (; next_ < to; next_ += kLine) hwy::Prefetch(reinterpret_cast<const char*>(next_));
+  }
+
+ private:
+  uintptr_t next_, end_;
+};
+
+// Prefetches [begin, end) a line a step while a loop over something else runs: a block's Exp
+// requests the next block's lines, one a vector, so that its read finds them in cache (else the
+// read and the arithmetic took turns: 70 vs 44 us per 128k row, from memory vs from cache). The
+// default range is empty: nothing requested.
+class LineByLine {
+ public:
+  LineByLine() = default;
+  LineByLine(uintptr_t begin, uintptr_t end) : next_(begin), end_(end) {}
+  HWY_INLINE void Step() {
+    if (next_ < end_) hwy::Prefetch(reinterpret_cast<const char*>(next_));
+    next_ += ReadAhead::kLine;
+  }
+
+ private:
+  uintptr_t next_ = 0, end_ = 0;
+};
+
 // One pass: each lane keeps its largest value and the first index holding it (strict >), then
 // the lanes agree on the largest value and, among lanes holding it, the lowest index. With
 // kCheck, also flags NaN / +inf; *first_bad gets the first such index (then the result is 0).
@@ -491,10 +528,11 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
     best_index[p] = hn::IfThenElse(hn::RebindMask(di, better), index[p], best_index[p]);
   };
   const auto step = hn::Set(di, static_cast<int32_t>(kPairs * lanes));
-  // A prefetch a vector, 4 KB ahead, while that stays in the row: a row streamed from memory
-  // took 27.5 us with one pair (no prefetch), 29.1 with four, 25.3 with four and the prefetch
-  // (medians of 8 alternations, 64 rows, one thread, Zen 5).
-  constexpr size_t kAhead = 1024;
+  // A prefetch a vector, ReadAhead's distance ahead, while that stays in the row (unrolled with
+  // the pairs, no bound checked a vector): a row streamed from memory took 27.5 us with one pair
+  // (no prefetch), 29.1 with four, 25.3 with four and the prefetch (medians of 8 alternations, 64
+  // rows, one thread, Zen 5).
+  constexpr size_t kAhead = ReadAhead::kDistance / sizeof(float);
   auto round = [&](size_t i, auto prefetch) {
     for (size_t p = 0; p < kPairs; ++p) {
       if constexpr (decltype(prefetch)::value)
@@ -669,26 +707,6 @@ HWY_INLINE hn::Vec<D> QuadsMax(D d, Source src, size_t i, bool exact_check, BadL
   }
   return hn::Max(hn::Max(max0, max1), hn::Max(max2, max3));
 }
-
-// Prefetches a streaming read's lines a fixed distance ahead of it, up to the end of what it
-// reads. A batch past the cache comes from memory, where the block max passes (a reduction and a
-// store every group of 64) fell behind row_max's plain read, the hardware prefetcher alone
-// keeping too few lines in flight: 256 top-k/top-p rows of 128k (131 MB, one thread) took
-// 47-55 us a row against row_max's 38-43; with the lines requested 4 KB ahead, 41-50 (min-p
-// 50 -> 46). Rows in cache ran as before.
-class ReadAhead {
- public:
-  static constexpr uintptr_t kDistance = 4096, kLine = 64;
-  ReadAhead(uintptr_t begin, uintptr_t end) : next_(begin + kDistance), end_(end) {}
-  // The read has reached `at`: request the lines up to kDistance past it.
-  HWY_INLINE void Reached(uintptr_t at) {
-    const uintptr_t to = std::min(at + kDistance, end_);
-    for (; next_ < to; next_ += kLine) hwy::Prefetch(reinterpret_cast<const char*>(next_));
-  }
-
- private:
-  uintptr_t next_, end_;
-};
 
 // Each block's max of a caller's row (blocks of `block` entries, the last may be shorter) into
 // block_max; false on a NaN or +inf (then checked vector by vector, so an overflowing sum of
@@ -920,8 +938,8 @@ void min_max_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi, 
 // band.bits[i / 8] set where band.from <= x[i] <= band.to.
 template <bool kStore, bool kBand = false>
 double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
-                           size_t block, double* HWY_RESTRICT block_sums, uintptr_t prefetch = 0,
-                           uintptr_t prefetch_end = 0, ValueBand* band = nullptr) {
+                           size_t block, double* HWY_RESTRICT block_sums, LineByLine prefetch = {},
+                           ValueBand* band = nullptr) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
@@ -966,9 +984,8 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
       }
     };
     size_t i = start;
-    for (; i + lanes <= end; i += lanes, prefetch += 64) {
-      if (prefetch < prefetch_end)  // one line a vector, if asked
-        hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
+    for (; i + lanes <= end; i += lanes) {
+      prefetch.Step();  // one line a vector, if asked
       const auto v = hn::LoadU(d, x + i);
       const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
@@ -1090,21 +1107,19 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
       }
       continue;
     }
-    // The next block streams in while this one's Exp runs (a prefetch per Exp vector): else the
-    // read and the arithmetic took turns (70 vs 44 us per 128k row, from memory vs from cache).
+    // The next block streams in while this one's Exp runs (LineByLine).
     const float* values = buffer;
     if constexpr (kInPlace) values = reinterpret_cast<const float*>(src.Address(start));
     double unused;
-    const uintptr_t prefetch = src.Address(end),
-                    prefetch_end = src.Address(std::min(n, end + block));
+    const LineByLine next_block(src.Address(end), src.Address(std::min(n, end + block)));
     if (band == nullptr) {
       block_sums[b] = exp_block_sums_pass<false>(values, nullptr, end - start, block_max[b],
-                                                 end - start, &unused, prefetch, prefetch_end);
+                                                 end - start, &unused, next_block);
     } else {
       ValueBand block_band{band->from, band->to, band->bits + start / 8, band->below_sums + b};
       block_sums[b] =
           exp_block_sums_pass<false, true>(values, nullptr, end - start, block_max[b], end - start,
-                                           &unused, prefetch, prefetch_end, &block_band);
+                                           &unused, next_block, &block_band);
     }
     if (near->ids == nullptr || near->count > near->room) continue;  // none, or stopped
     max_so_far = std::max(max_so_far, block_max[b]);
@@ -1235,13 +1250,12 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
       PartialSums<decltype(d)> sum(d);
       // The block after the next streams in meanwhile, a line a vector (without it the read
       // waited on the row, as the two loops had).
-      uintptr_t prefetch = src.Address(end);
-      const uintptr_t prefetch_end = src.Address(std::min(n, end + block));
+      LineByLine prefetch(src.Address(end), src.Address(std::min(n, end + block)));
       // By groups (each from a group's start), or all at once.
       while (i + lanes <= next_size) {  // next_size <= size
         const size_t stop = kGroups ? std::min(next_size, i + groups.group) : next_size;
-        for (; i + lanes <= stop; i += lanes, prefetch += 64) {
-          if (prefetch < prefetch_end) hwy::Prefetch(reinterpret_cast<const char*>(prefetch));
+        for (; i + lanes <= stop; i += lanes) {
+          prefetch.Step();
           sum.Add(ExpFlushToZero(d, hn::Sub(hn::LoadU(d, values + i), vmax)));
           read(i, std::true_type());
         }
