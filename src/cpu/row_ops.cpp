@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cpu/kernels.hpp"
+#include "cpu/prefetch.hpp"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/row_ops.cpp"  // this file, re-included once per target
 #include <hwy/cache_control.h>
@@ -464,11 +465,12 @@ int64_t load_row_repeated(const void* HWY_RESTRICT src, DType dtype, float* HWY_
 // store every group of 64) fell behind row_max's plain read, the hardware prefetcher alone
 // keeping too few lines in flight: 256 top-k/top-p rows of 128k (131 MB, one thread) took
 // 47-55 us a row against row_max's 38-43; with the lines requested 4 KB ahead, 41-50 (min-p
-// 50 -> 46). Rows in cache ran as before.
+// 50 -> 46). Rows in cache ran as before. None where software_prefetch_pays() says not.
 class ReadAhead {
  public:
   static constexpr uintptr_t kDistance = 4096, kLine = 64;
-  ReadAhead(uintptr_t begin, uintptr_t end) : next_(begin + kDistance), end_(end) {}
+  ReadAhead(uintptr_t begin, uintptr_t end)
+      : next_(software_prefetch_pays() ? begin + kDistance : end), end_(end) {}
   // The read has reached `at`: request the lines up to kDistance past it.
   HWY_INLINE void Reached(uintptr_t at) {
     const uintptr_t to = std::min(at + kDistance, end_);
@@ -482,11 +484,13 @@ class ReadAhead {
 // Prefetches [begin, end) a line a step while a loop over something else runs: a block's Exp
 // requests the next block's lines, one a vector, so that its read finds them in cache (else the
 // read and the arithmetic took turns: 70 vs 44 us per 128k row, from memory vs from cache). The
-// default range is empty: nothing requested.
+// default range is empty: nothing requested; so is every range where software_prefetch_pays()
+// says not.
 class LineByLine {
  public:
   LineByLine() = default;
-  LineByLine(uintptr_t begin, uintptr_t end) : next_(begin), end_(end) {}
+  LineByLine(uintptr_t begin, uintptr_t end)
+      : next_(begin), end_(software_prefetch_pays() ? end : begin) {}
   HWY_INLINE void Step() {
     if (next_ < end_) hwy::Prefetch(reinterpret_cast<const char*>(next_));
     next_ += ReadAhead::kLine;
@@ -529,9 +533,9 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
   };
   const auto step = hn::Set(di, static_cast<int32_t>(kPairs * lanes));
   // A prefetch a vector, ReadAhead's distance ahead, while that stays in the row (unrolled with
-  // the pairs, no bound checked a vector): a row streamed from memory took 27.5 us with one pair
-  // (no prefetch), 29.1 with four, 25.3 with four and the prefetch (medians of 8 alternations, 64
-  // rows, one thread, Zen 5).
+  // the pairs, no bound checked a vector) where software_prefetch_pays(): a row streamed from
+  // memory took 27.5 us with one pair (no prefetch), 29.1 with four, 25.3 with four and the
+  // prefetch (medians of 8 alternations, 64 rows, one thread, Zen 5).
   constexpr size_t kAhead = ReadAhead::kDistance / sizeof(float);
   auto round = [&](size_t i, auto prefetch) {
     for (size_t p = 0; p < kPairs; ++p) {
@@ -542,7 +546,9 @@ int64_t argmax_pass(const float* HWY_RESTRICT x, size_t n, int64_t* first_bad_in
     }
   };
   size_t i = 0;
-  for (; i + kAhead + kPairs * lanes <= n; i += kPairs * lanes) round(i, std::true_type());
+  const bool prefetch = software_prefetch_pays();
+  for (; prefetch && i + kAhead + kPairs * lanes <= n; i += kPairs * lanes)
+    round(i, std::true_type());
   for (; i + kPairs * lanes <= n; i += kPairs * lanes) round(i, std::false_type());
   // Fewer than kPairs whole vectors left: vector p to pair p, whose index is already its own.
   for (size_t p = 0; i + lanes <= n; ++p, i += lanes) take(p, i);

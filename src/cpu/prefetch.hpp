@@ -1,0 +1,18 @@
+// lastmile — whether the kernels' software prefetches pay on this CPU: decided once a process
+// from the CPU's identity, as measured on each kind the project has run on (the performance log).
+#pragma once
+
+namespace lastmile::cpu {
+
+// The streaming reads (ReadAhead, LineByLine, argmax's lines ahead) request lines ahead of them
+// only where that was measured to pay, or was never measured not to. On the Xeon of 2026-12-06
+// the block max passes fell behind a plain read from memory without their requests (256 rows of
+// 128k, top-k/top-p, 1.35x -> 1.18x the roofline with them), and on a Zen 5 argmax's four pairs
+// gained (29.1 -> 25.3 us a row from memory). On a Zen 4 (AMD family 19h) every one of them cost
+// time, its hardware prefetcher already streaming the rows: one thread, 64 rows of 256000 fp32 from
+// memory, top-k/top-p 1.41-1.48x the roofline with against 1.09-1.16x without, greedy 1.20-1.25x
+// against 0.97-1.04x, temperature 71-78 against 66-68 us a row. So none there; family 19h also
+// holds Zen 3, which was not measured. Never changes a result, only when lines are asked for.
+bool software_prefetch_pays();
+
+}  // namespace lastmile::cpu
