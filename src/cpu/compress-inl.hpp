@@ -1,7 +1,7 @@
 // lastmile — CompressKept: the lanes a mask keeps, moved to the front of a vector, for the
 // compressing kernels (compress_at_least, probability_band, the caller's-row lists), and
-// StoreKeptOfFour, their stores four vectors a step. Re-included
-// once per Highway target, as Highway's own -inl headers are.
+// StoreKeptOfFour, their stores four vectors a step. Re-included once per Highway target, as
+// Highway's own -inl headers are.
 //
 // Why not hn::Compress everywhere: Highway 1.0.3's AVX2, SSE4 and SSSE3 Compress keep their lane
 // tables in non-static constexpr arrays, which GCC 12 copies onto the stack at every call (1 KB on

@@ -16,7 +16,8 @@ bool measured_to_pay() {
   // "AuthenticAMD" in ebx, edx, ecx.
   const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;
   if (!amd || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return true;
-  const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);  // base + extended
+  const unsigned base = (eax >> 8) & 0xf;  // the extended family counts only past base 0xf
+  const unsigned family = base == 0xf ? base + ((eax >> 20) & 0xff) : base;
   return family != 0x19;
 #else
   return true;
