@@ -342,8 +342,11 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
   if (nb::object words = f.get("bad_words_token_ids"); !words.is_none()) {
     if (nb::isinstance<nb::str>(words) || !PyObject_HasAttrString(words.ptr(), "__iter__"))
       type_error(who, "bad_words_token_ids", "a list of token-id lists", words);
-    for (nb::handle word : nb::iter(words))
-      p.bad_words_token_ids.push_back(read_token_ids(word, who, "bad_words_token_ids"));
+    size_t i = 0;
+    for (nb::handle word : nb::iter(words)) {  // each named by its index: [i][j] in messages
+      const std::string field = "bad_words_token_ids[" + std::to_string(i++) + "]";
+      p.bad_words_token_ids.push_back(read_token_ids(word, who, field.c_str()));
+    }
   }
   p.stop_token_ids = optional_ids(f, "stop_token_ids", who);
   if (nb::object seed = f.get("seed"); !seed.is_none()) p.seed = as_seed(seed, who);
