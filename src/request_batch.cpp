@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <limits>
 #include <new>
+#include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "lastmile/error.hpp"
@@ -22,6 +24,19 @@ namespace detail {
 
 // RequestBatchImpl::add's pushes must not throw once room is reserved.
 static_assert(std::is_nothrow_move_constructible_v<BatchRequest>);
+
+// "request 'id'" as errors name a request, a NUL byte shown as \0: what() is read as a C string,
+// so a raw NUL would cut the message at the id.
+std::string request_named(std::string_view id) {
+  std::string name = "request '";
+  for (const char c : id) {
+    if (c == '\0')
+      name += "\\0";
+    else
+      name += c;
+  }
+  return name += '\'';
+}
 
 // Room for one more element, growing geometrically (a reserve of size + 1 each time would copy the
 // list on every add).
@@ -77,9 +92,12 @@ class RequestBatchImpl {
   void add(std::string_view id, const RequestParams& params, std::span<const TokenId> prompt,
            int64_t max_output_tokens) {
     const SamplerImpl::Call call = sampler_.enter("add", kOwner);
-    const std::string who = "request '" + std::string(id) + "'";
-    // An empty id names no request in errors; it is most likely a caller's unset string.
+    const std::string who = request_named(id);
+    // An empty id names no request in errors; it is most likely a caller's unset string. A NUL
+    // byte would cut every later error about the request (and the C API's ids end at one).
     if (id.empty()) throw InvalidArgument("add: request_id must not be empty");
+    if (id.find('\0') != std::string_view::npos)
+      throw InvalidArgument(who + ": request_id must not hold a NUL byte");
     if (find(id) >= 0) throw InvalidArgument(who + ": request_id is already in the batch");
     const SamplerConfig& config = sampler_.config();
     if (size() >= config.max_batch)
@@ -129,7 +147,8 @@ class RequestBatchImpl {
     std::vector<bool> used(ids.size(), false);
     for (size_t i = 0; i < ids.size(); ++i) {
       from[i] = checked_find(ids[i]);
-      if (used[from[i]]) throw InvalidArgument("reorder: request '" + ids[i] + "' appears twice");
+      if (used[from[i]])
+        throw InvalidArgument("reorder: " + request_named(ids[i]) + " appears twice");
       used[from[i]] = true;
     }
     std::vector<std::unique_ptr<KeptRequest>> requests(ids.size());
@@ -188,8 +207,7 @@ class RequestBatchImpl {
   }
   int64_t checked_find(std::string_view id) const {
     const int64_t row = find(id);
-    if (row < 0)
-      throw InvalidArgument("request '" + std::string(id) + "': no such request_id in the batch");
+    if (row < 0) throw InvalidArgument(request_named(id) + ": no such request_id in the batch");
     return row;
   }
 

@@ -55,6 +55,18 @@ def test_a_request_id_without_utf8_is_named():
         batch.add("\ud800", {})
 
 
+def test_a_request_id_with_nul_is_refused_and_shown():
+    # what() is read as a C string: a raw NUL would cut the message at the id.
+    batch = lastmile.RequestBatch(3, 1, threads=1, seed=0)
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=r"^request 'x\\0y': request_id must not hold a NUL byte$"):
+        batch.add("x\0y", {})
+    batch.add("x", {})
+    with pytest.raises(lastmile.InvalidArgument,
+                       match=r"^request 'x\\0q': no such request_id in the batch$"):
+        batch.output_token_ids("x\0q")
+
+
 def test_add_remove_reorder_and_errors():
     batch = lastmile.RequestBatch(3, 2, threads=1, seed=0)
     batch.add("a", {"temperature": 0.0})

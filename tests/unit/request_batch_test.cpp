@@ -2,6 +2,7 @@
 // history a step appends (penalties and min_tokens then see it on the next step).
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "unit/test_util.hpp"
 
@@ -62,6 +63,20 @@ TEST(RequestBatch, EmptyIdIsRejected) {
   RequestBatch batch(make_config(4, 3));
   expect_message([&] { batch.add("", greedy_params()); }, "add: request_id must not be empty");
   EXPECT_EQ(batch.size(), 0);
+}
+
+// A NUL byte would cut every error that names the request (what() is a C string): refused, and
+// shown as \0 where a lookup names such an id.
+TEST(RequestBatch, IdWithNulIsRejectedAndShown) {
+  using namespace std::string_view_literals;
+  RequestBatch batch(make_config(4, 3));
+  expect_message([&] { batch.add("x\0y"sv, greedy_params()); },
+                 "request 'x\\0y': request_id must not hold a NUL byte");
+  EXPECT_EQ(batch.size(), 0);
+  batch.add("x", greedy_params());
+  expect_message([&] { batch.remove("x\0y"sv); },
+                 "request 'x\\0y': no such request_id in the batch");
+  EXPECT_EQ(batch.size(), 1);
 }
 
 TEST(RequestBatch, NegativeMaxOutputTokensIsRejected) {
