@@ -80,6 +80,45 @@ def _rows(name: str, values: Any, num_rows: int) -> Any:
     return values
 
 
+def _mask(mask: Any, num_rows: int, vocab_size: int) -> Any:
+    """The allowed-token mask, checked to be vLLM's: bool [rows, vocab], True = forbidden. Any
+    other dtype or shape would be read as some other set of tokens (an int mask's ~ is a bitwise
+    not, which allows every token), where vLLM's masked_fill_ refuses it."""
+    if mask is None:
+        return None
+    if (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2
+            or mask.shape[1] != vocab_size):
+        got = (f"{mask.dtype} tensor of shape {tuple(mask.shape)}"
+               if isinstance(mask, torch.Tensor) else type(mask).__name__)
+        raise InvalidArgument(f"sampling_metadata.allowed_token_ids_mask: expected a bool tensor "
+                              f"[{num_rows}, {vocab_size}] (True = forbidden), got {got}")
+    return _rows("allowed_token_ids_mask", mask, num_rows)
+
+
+def _by_row(name: str, values: Any, num_rows: int) -> dict:
+    """A per-row dict (row -> value), checked to name only the batch's rows: an entry for a row
+    past the batch would be dropped without a word."""
+    values = values or {}
+    for key in values:
+        try:
+            row = operator.index(key)
+        except TypeError:
+            row = -1
+        if not 0 <= row < num_rows:
+            raise InvalidArgument(f"sampling_metadata.{name}: names row {key!r}, not one of the "
+                                  f"batch's {num_rows}")
+    return values
+
+
+def _check_history(row: int, name: str, history: List[Any], vocab_size: int) -> None:
+    """A history holding placeholders, checked here, where the caller's indices are known (the
+    sampler sees it without them)."""
+    for i, t in enumerate(history):
+        if t != _PLACEHOLDER and not 0 <= t < vocab_size:
+            raise InvalidArgument(f"request {row}: {name}[{i}] must be in "
+                                  f"[0, {vocab_size}) or {_PLACEHOLDER} (a placeholder), got {t}")
+
+
 def _processors(metadata: Any) -> list:
     procs = getattr(metadata, "logitsprocs", None)
     if procs is None:
@@ -162,17 +201,20 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
                 raise InvalidArgument(f"sampling_metadata.{name}: needed when no_penalties is False")
             _rows(name, getattr(metadata, name), num_rows)
     prompts = _rows("prompt_token_ids", metadata.prompt_token_ids, num_rows) if penalties else None
-    mask = _rows("allowed_token_ids_mask", getattr(metadata, "allowed_token_ids_mask", None),
-                 num_rows)
-    bad_words = getattr(metadata, "bad_words_token_ids", None) or {}
+    mask = _mask(getattr(metadata, "allowed_token_ids_mask", None), num_rows, vocab_size)
+    bad_words = _by_row("bad_words_token_ids", getattr(metadata, "bad_words_token_ids", None),
+                        num_rows)
     spec = _rows("spec_token_ids", getattr(metadata, "spec_token_ids", None), num_rows)
-    explicit = getattr(metadata, "logprob_token_ids", None) or {}
-    generators = getattr(metadata, "generators", None) or {}
+    explicit = _by_row("logprob_token_ids", getattr(metadata, "logprob_token_ids", None),
+                       num_rows)
+    generators = _by_row("generators", getattr(metadata, "generators", None), num_rows)
     requests: List[dict] = []
     for row in range(num_rows):
         # Placeholders count for nothing (penalties ignore them, spec §7.1) but keep min_tokens'
         # length; they are dropped from the history lastmile sees.
         known = [t for t in outputs[row] if t != _PLACEHOLDER]
+        if len(known) != len(outputs[row]):
+            _check_history(row, "output_token_ids", outputs[row], vocab_size)
         r: dict = {"output_token_ids": known}
         # Greedy sentinels (0.0, -1.0) become 0; NaN goes on, for the sampler to refuse.
         # float32(1e-5), which vLLM samples, lies below the double 1e-5 under which lastmile
@@ -195,6 +237,8 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
             r["allowed_token_ids"] = torch.nonzero(~mask[row]).reshape(-1).tolist()
         drafts = list(spec[row]) if spec is not None else []
         known_drafts = [t for t in drafts if t != _PLACEHOLDER]
+        if len(known_drafts) != len(drafts):
+            _check_history(row, "spec_token_ids", drafts, vocab_size)
         if spec is not None:
             r["spec_token_ids"] = known_drafts
         if row in bad_words:

@@ -300,6 +300,36 @@ def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
      lastmile.InvalidArgument, "request 2: bad_words_token_ids[0] must not be empty"),
     (dict(generators={0: 5}, all_greedy=False, all_random=True, temperature=torch.ones(4)), {},
      TypeError, "sampling_metadata.generators[0]: expected a torch.Generator, got int"),
+    # A mask that is not vLLM's bool [rows, vocab] would be read as another set of tokens (an
+    # int mask's ~ allows every token), so it is refused, as vLLM's masked_fill_ refuses it.
+    (dict(allowed_token_ids_mask=torch.zeros(4, V, dtype=torch.int64)), {},
+     lastmile.InvalidArgument,
+     f"sampling_metadata.allowed_token_ids_mask: expected a bool tensor [4, {V}] (True = "
+     f"forbidden), got torch.int64 tensor of shape (4, {V})"),
+    (dict(allowed_token_ids_mask=torch.zeros(1, 4, V, dtype=torch.bool)), {},
+     lastmile.InvalidArgument,
+     f"sampling_metadata.allowed_token_ids_mask: expected a bool tensor [4, {V}] (True = "
+     f"forbidden), got torch.bool tensor of shape (1, 4, {V})"),
+    (dict(allowed_token_ids_mask=torch.zeros(4, V - 2, dtype=torch.bool)), {},
+     lastmile.InvalidArgument,
+     f"sampling_metadata.allowed_token_ids_mask: expected a bool tensor [4, {V}] (True = "
+     f"forbidden), got torch.bool tensor of shape (4, {V - 2})"),
+    (dict(allowed_token_ids_mask=[[False] * V] * 4), {}, lastmile.InvalidArgument,
+     f"sampling_metadata.allowed_token_ids_mask: expected a bool tensor [4, {V}] (True = "
+     f"forbidden), got list"),
+    # Per-row entries for a row past the batch would be dropped without a word.
+    (dict(bad_words_token_ids={5: [[7]]}), {}, lastmile.InvalidArgument,
+     "sampling_metadata.bad_words_token_ids: names row 5, not one of the batch's 4"),
+    (dict(logprob_token_ids={-1: [1]}), {}, lastmile.InvalidArgument,
+     "sampling_metadata.logprob_token_ids: names row -1, not one of the batch's 4"),
+    (dict(generators={"0": torch.Generator()}, all_greedy=False, all_random=True,
+          temperature=torch.ones(4)), {}, lastmile.InvalidArgument,
+     "sampling_metadata.generators: names row '0', not one of the batch's 4"),
+    # A history with placeholders is named at the caller's index, placeholders counted.
+    (dict(output_token_ids=[[-1, -1, 3, -2], [], [], []]), {}, lastmile.InvalidArgument,
+     f"request 0: output_token_ids[3] must be in [0, {V}) or -1 (a placeholder), got -2"),
+    (dict(output_token_ids=[[], [-1, V], [], []]), {}, lastmile.InvalidArgument,
+     f"request 1: output_token_ids[1] must be in [0, {V}) or -1 (a placeholder), got {V}"),
     (dict(max_num_logprobs=1), dict(logprobs_mode_override=3), TypeError,
      "logprobs_mode_override: expected a str or None, got int"),
     (dict(), dict(predict_bonus_token="no"), TypeError,
