@@ -92,31 +92,40 @@ HeaderEntries parse_entries(const std::string& name, std::string_view header) {
   return entries;
 }
 
-// Parses `(rows, cols)` or `(rows, cols,)`; anything else is not a 2-D shape.
-bool parse_shape(std::string_view text, int64_t& rows, int64_t& cols, std::string& shown) {
+// How a header's shape parses: `(rows, cols)` or `(rows, cols,)` is two dimensions; a tuple of
+// plain non-negative integers is a shape of another rank; anything else (a sign, a hex or float
+// literal, an empty entry) is not a shape, which says so rather than naming its rank.
+enum class ShapeText { two_dimensions, other_rank, not_integers };
+
+ShapeText parse_shape(std::string_view text, int64_t& rows, int64_t& cols, std::string& shown) {
   const size_t close = text.find(')');
-  if (text.empty() || text.front() != '(' || close == std::string_view::npos) return false;
+  if (text.empty() || text.front() != '(' || close == std::string_view::npos)
+    return ShapeText::not_integers;
   shown = clip(text.substr(1, close - 1));
   int64_t dims[2] = {0, 0};
   int count = 0;
   std::string_view body = text.substr(1, close - 1);
   while (!body.empty()) {
-    while (!body.empty() && body.front() == ' ') body.remove_prefix(1);
-    if (body.empty()) break;
-    size_t digits = 0;
+    const size_t comma = body.find(',');
+    std::string_view entry = body.substr(0, comma);
+    body.remove_prefix(comma == std::string_view::npos ? body.size() : comma + 1);
+    while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
+    while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
+    if (entry.empty()) {  // only `(n,)` and `(a, b,)` end in a comma
+      if (comma == std::string_view::npos && count > 0) break;
+      return ShapeText::not_integers;
+    }
     int64_t value = 0;
-    while (digits < body.size() && body[digits] >= '0' && body[digits] <= '9' && digits < 12)
-      value = value * 10 + (body[digits++] - '0');
-    if (digits == 0 || count == 2) return false;
-    dims[count++] = value;
-    body.remove_prefix(digits);
-    while (!body.empty() && body.front() == ' ') body.remove_prefix(1);
-    if (!body.empty() && body.front() != ',') return false;
-    if (!body.empty()) body.remove_prefix(1);
+    for (const char c : entry) {
+      if (c < '0' || c > '9') return ShapeText::not_integers;
+      value = std::min<int64_t>(value * 10 + (c - '0'), int64_t{1} << 40);  // past 2^31: too large
+    }
+    if (count < 2) dims[count] = value;
+    ++count;
   }
   rows = dims[0];
   cols = dims[1];
-  return count == 2;
+  return count == 2 ? ShapeText::two_dimensions : ShapeText::other_rank;
 }
 
 // The .npy magic and a version byte's room (the first 10 bytes).
@@ -160,8 +169,15 @@ size_t parse_header(const std::string& name, const std::vector<unsigned char>& b
   if (fortran_order != "False")
     fail(name, "npy header: 'fortran_order' must be False or True, got " + clip(fortran_order));
   std::string shape;
-  if (!parse_shape(entries.shape, array.rows, array.cols, shape))
-    fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
+  switch (parse_shape(entries.shape, array.rows, array.cols, shape)) {
+    case ShapeText::not_integers:
+      fail(name, "npy header: 'shape' must be a tuple of non-negative integers, got " +
+                     clip(entries.shape));
+    case ShapeText::other_rank:
+      fail(name, "expected 2 dimensions [num_rows, vocab_size], got shape (" + shape + ")");
+    case ShapeText::two_dimensions:
+      break;
+  }
   if (array.rows > INT32_MAX || array.cols > INT32_MAX)
     fail(name, "shape (" + shape + ") is too large: each dimension must be < 2^31");
   return offset + header_len;

@@ -115,6 +115,13 @@ def cases(tmp):
     yield "descr inside a value", [make_case(f"{tmp}/inside", raw_logits=raw_npy(b"{'x': \"'descr': '<f4'\", 'descr': '>f8', 'fortran_order': False, 'shape': (2, 16), }"))], "inside/logits.npy: npy header: unexpected key 'x'$"
     yield "npy key twice", [make_case(f"{tmp}/twice", raw_logits=raw_npy(b"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 16), }"))], "twice/logits.npy: npy header: key 'descr' appears twice$"
     yield "npy key missing", [make_case(f"{tmp}/nokey", raw_logits=raw_npy(b"{'descr': '<f4', 'shape': (2, 16), }"))], "nokey/logits.npy: npy header has no 'fortran_order' entry$"
+    # A 2-D shape with a dimension that is not a plain non-negative integer says so (it is not
+    # a matter of rank); one past 12 digits is too large, as any past 2^31.
+    for label, shape in [("negative", b"(2, -8)"), ("hex", b"(2, 0x8)"), ("float", b"(2, 8.0)"),
+                         ("empty", b"(2,, 8)")]:
+        yield f"npy shape {label}", [make_case(f"{tmp}/shape_{label}", raw_logits=raw_npy(b"{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + b", }"))], f"shape_{label}/logits.npy: npy header: 'shape' must be a tuple of non-negative integers, got " + shape.decode() + "$"
+    yield "npy shape of 20 digits", [make_case(f"{tmp}/shape_digits", raw_logits=raw_npy(b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 9223372036854775808), }"))], "shape_digits/logits.npy: shape (2, 9223372036854775808) is too large: each dimension must be < 2^31$"
+    yield "npy shape of rank 3", [make_case(f"{tmp}/shape_rank", raw_logits=raw_npy(b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4, 4,), }"))], "shape_rank/logits.npy: expected 2 dimensions [num_rows, vocab_size], got shape (2, 4, 4,)$"
     other_shape = npy_bytes(np.zeros((4, 1000), np.float32))  # a header that declares 16000 bytes
     yield "data of another shape", [make_case(f"{tmp}/shape", raw_logits=other_shape[:128] + b"\0" * 64)], "shape/logits.npy: data holds 64 bytes, shape (4, 1000) of <f4 needs 16000$"
     if os.path.exists("/dev/zero"):  # a device never ends: refused, not read until memory runs out
