@@ -68,9 +68,41 @@ def _check_request(where: str, request: Any) -> None:
                              f"str(int) writes them, got {key!r}")
 
 
-def _read_case(case: Path):
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object whose keys are all different, as the CLI's reader requires (json.loads would
+    keep the last of two)."""
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"case.json: {key}: given twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _load_json(path: Path) -> Any:
     # utf-8-sig: a byte-order mark is skipped, as the CLI's JSON reader skips it.
-    spec = json.loads((case / "case.json").read_text(encoding="utf-8-sig"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"case.json: not valid JSON: {e}") from None
+    except RecursionError:
+        raise ValueError("case.json: nested too deeply") from None
+
+
+def _load_npy(path: Path) -> np.ndarray:
+    """logits.npy, its errors named by the file (numpy's own name the pickle fallback for a bad
+    magic, or a reshape for a short file)."""
+    with open(path, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":
+            raise ValueError("logits.npy: not a .npy file (bad magic)")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, EOFError) as e:
+        raise ValueError(f"logits.npy: {e}") from None
+
+
+def _read_case(case: Path):
+    spec = _load_json(case / "case.json")
     if not isinstance(spec, dict) or not isinstance(spec.get("requests"), list):
         raise ValueError("case.json: expected an object with a list of requests")
     for key in spec:
@@ -84,7 +116,7 @@ def _read_case(case: Path):
     dtype = spec.get("logits_dtype", "float32")
     if dtype not in _NPY_DTYPES:
         raise ValueError(f"case.json: logits_dtype must be float32, float16 or bfloat16, got {dtype!r}")
-    logits = np.load(case / "logits.npy", allow_pickle=False)
+    logits = _load_npy(case / "logits.npy")
     if logits.ndim != 2:
         raise ValueError(f"logits.npy: expected 2 dimensions [num_rows, vocab_size], got {logits.ndim}")
     if logits.dtype != _NPY_DTYPES[dtype]:

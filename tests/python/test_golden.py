@@ -74,6 +74,37 @@ def test_runner_reports_malformed_cases_in_one_line(tmp_path, name, spec, logits
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def _npy(array: np.ndarray) -> bytes:
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("name, case_json, npy, message", [
+    # As the CLI: a key given twice is refused, not read as its last value.
+    ("key_twice", b'{"requests": [{"temperature": 0.0, "temperature": 1.0}]}', None,
+     "case.json: temperature: given twice in one object"),
+    # JSON and npy errors name their file, and the cause.
+    ("empty_case", b"", None, "case.json: not valid JSON: Expecting value"),
+    ("deep_case", b"[" * 100000 + b"]" * 100000, None, "case.json: nested too deeply"),
+    ("bad_magic", b'{"requests": [{}]}', b"\x93NUMPX\x01\x00" + b"\0" * 100,
+     "logits.npy: not a .npy file (bad magic)"),
+    ("truncated_npy", b'{"requests": [{}, {}]}', _npy(np.zeros((2, 8), np.float32))[:-8],
+     "logits.npy: "),
+], ids=lambda value: value if isinstance(value, str) and len(value) < 40 else "")
+def test_runner_names_the_file_of_unreadable_input(tmp_path, name, case_json, npy, message):
+    case = tmp_path / name
+    case.mkdir()
+    (case / "case.json").write_bytes(case_json)
+    (case / "logits.npy").write_bytes(npy if npy is not None else _npy(np.zeros((1, 4), np.float32)))
+    done = subprocess.run([sys.executable, "-m", "lastmile.run", str(case), "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("lastmile.run: error: " + message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_runner_skips_a_byte_order_mark_as_the_cli_does(tmp_path):
     case = tmp_path / "bom"
     case.mkdir()
