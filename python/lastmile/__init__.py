@@ -160,6 +160,9 @@ def _check_id(call: str, request_id: Any) -> str:
     except UnicodeEncodeError:
         raise InvalidArgument(f"{call}: request_id must be valid UTF-8, got {request_id!r}") \
             from None
+    if call == "add" and "\0" in request_id:  # before its fields, whose errors name the id
+        shown = request_id.replace("\0", "\\0")
+        raise InvalidArgument(f"request '{shown}': request_id must not hold a NUL byte")
     return request_id
 
 

@@ -61,6 +61,9 @@ def test_a_request_id_with_nul_is_refused_and_shown():
     with pytest.raises(lastmile.InvalidArgument,
                        match=r"^request 'x\\0y': request_id must not hold a NUL byte$"):
         batch.add("x\0y", {})
+    with pytest.raises(lastmile.InvalidArgument,  # refused before a bad field is named
+                       match=r"^request 'x\\0y': request_id must not hold a NUL byte$"):
+        batch.add("x\0y", {"top_p": "x"})
     batch.add("x", {})
     with pytest.raises(lastmile.InvalidArgument,
                        match=r"^request 'x\\0q': no such request_id in the batch$"):
