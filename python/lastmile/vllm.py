@@ -96,10 +96,11 @@ def _mask(mask: Any, num_rows: int, vocab_size: int) -> Any:
 
 
 def _by_row(name: str, values: Any, num_rows: int) -> dict:
-    """A per-row dict (row -> value), checked to name only the batch's rows: an entry for a row
-    past the batch would be dropped without a word."""
-    values = values or {}
-    for key in values:
+    """A per-row dict (row -> value) keyed by int rows, checked to name only the batch's rows, each
+    once: an entry for a row past the batch, or under a key that no int row looks up (a 0-d
+    tensor), would be dropped without a word."""
+    rows: dict = {}
+    for key, value in (values or {}).items():
         try:
             row = operator.index(key)
         except TypeError:
@@ -107,7 +108,10 @@ def _by_row(name: str, values: Any, num_rows: int) -> dict:
         if not 0 <= row < num_rows:
             raise InvalidArgument(f"sampling_metadata.{name}: names row {key!r}, not one of the "
                                   f"batch's {num_rows}")
-    return values
+        if row in rows:
+            raise InvalidArgument(f"sampling_metadata.{name}: names row {row} twice")
+        rows[row] = value
+    return rows
 
 
 def _check_history(row: int, name: str, history: List[Any], vocab_size: int) -> None:
@@ -247,6 +251,11 @@ def _requests(metadata: Any, num_rows: int, vocab_size: int,
                 if not word:
                     raise InvalidArgument(f"request {row}: bad_words_token_ids[{i}] must not be empty")
             if len(known) != len(outputs[row]) or len(known_drafts) != len(drafts):
+                for i, word in enumerate(words):  # the rule keeps only some: checked first
+                    for j, t in enumerate(word):
+                        if not 0 <= t < vocab_size:
+                            raise InvalidArgument(f"request {row}: bad_words_token_ids[{i}][{j}] "
+                                                  f"must be in [0, {vocab_size}), got {t}")
                 history = outputs[row] + (drafts if predict_bonus_token else [])
                 words = _bad_words_with_placeholders(words, history)
             r["bad_words_token_ids"] = words

@@ -325,6 +325,12 @@ def test_metadata_of_the_wrong_length_is_named(logits, fields, message):
     (dict(generators={"0": torch.Generator()}, all_greedy=False, all_random=True,
           temperature=torch.ones(4)), {}, lastmile.InvalidArgument,
      "sampling_metadata.generators: names row '0', not one of the batch's 4"),
+    (dict(bad_words_token_ids={torch.tensor(1): [[5]], 1: [[6]]}), {}, lastmile.InvalidArgument,
+     "sampling_metadata.bad_words_token_ids: names row 1 twice"),
+    # A bad word beside a history with placeholders is checked before the placeholder rule
+    # keeps only the words whose prefix ends the history.
+    (dict(output_token_ids=[[2, -1], [], [], []], bad_words_token_ids={0: [[3], [1, 99]]}), {},
+     lastmile.InvalidArgument, f"request 0: bad_words_token_ids[1][1] must be in [0, {V}), got 99"),
     # A history with placeholders is named at the caller's index, placeholders counted.
     (dict(output_token_ids=[[-1, -1, 3, -2], [], [], []]), {}, lastmile.InvalidArgument,
      f"request 0: output_token_ids[3] must be in [0, {V}) or -1 (a placeholder), got -2"),
@@ -348,3 +354,10 @@ def test_vllms_own_metadata_shapes_are_taken(logits):
     md = metadata(4, output_token_ids=[], spec_token_ids=[[] for _ in range(8)])
     assert Sampler().forward(logits, md).sampled_token_ids.reshape(-1).tolist() == \
         logits.argmax(dim=-1).tolist()
+
+
+def test_a_row_key_that_is_a_0d_tensor_is_read_as_its_row(logits):
+    # Looked up by int rows, such a key was dropped; it is the row its value says.
+    top = int(logits[0].argmax())
+    out = Sampler().forward(logits, metadata(4, bad_words_token_ids={torch.tensor(0): [[top]]}))
+    assert int(out.sampled_token_ids[0, 0]) != top
