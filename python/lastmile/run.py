@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 from collections import Counter
@@ -68,13 +69,17 @@ def _check_request(where: str, request: Any) -> None:
                              f"str(int) writes them, got {key!r}")
 
 
+class _CaseError(ValueError):
+    """An error that already names its file."""
+
+
 def _unique_keys(pairs: list) -> dict:
     """A JSON object whose keys are all different, as the CLI's reader requires (json.loads would
     keep the last of two)."""
     seen: dict = {}
     for key, value in pairs:
         if key in seen:
-            raise ValueError(f"case.json: {key}: given twice in one object")
+            raise _CaseError(f"case.json: {key}: given twice in one object")
         seen[key] = value
     return seen
 
@@ -83,22 +88,44 @@ def _load_json(path: Path) -> Any:
     # utf-8-sig: a byte-order mark is skipped, as the CLI's JSON reader skips it.
     try:
         return json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except _CaseError:
+        raise
     except json.JSONDecodeError as e:
-        raise ValueError(f"case.json: not valid JSON: {e}") from None
+        raise _CaseError(f"case.json: not valid JSON: {e}") from None
+    except UnicodeDecodeError as e:
+        raise _CaseError(f"case.json: not UTF-8: {e}") from None
+    except ValueError as e:  # e.g. an integer past Python's digit limit
+        raise _CaseError(f"case.json: {e}") from None
     except RecursionError:
-        raise ValueError("case.json: nested too deeply") from None
+        raise _CaseError("case.json: nested too deeply") from None
 
 
 def _load_npy(path: Path) -> np.ndarray:
     """logits.npy, its errors named by the file (numpy's own name the pickle fallback for a bad
-    magic, or a reshape for a short file)."""
+    magic, or a reshape for a short file), and its size checked against its header's shape before
+    numpy allocates for it."""
     with open(path, "rb") as f:
         if f.read(6) != b"\x93NUMPY":
-            raise ValueError("logits.npy: not a .npy file (bad magic)")
+            raise _CaseError("logits.npy: not a .npy file (bad magic)")
+        f.seek(0)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}
+        try:
+            version = np.lib.format.read_magic(f)
+            header = read_header[version](f) if version in read_header else None
+        except (ValueError, EOFError) as e:
+            raise _CaseError(f"logits.npy: {e}") from None
+        if header is not None:  # version 3.0 (a UTF-8 header): numpy's own checks only
+            shape, _, dtype = header
+            need = math.prod(shape) * dtype.itemsize
+            have = os.fstat(f.fileno()).st_size - f.tell()
+    if header is not None and have != need:
+        raise _CaseError(f"logits.npy: data holds {have} bytes, shape {shape} of {dtype.str} "
+                         f"needs {need}")
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, EOFError) as e:
-        raise ValueError(f"logits.npy: {e}") from None
+        raise _CaseError(f"logits.npy: {e}") from None
 
 
 def _read_case(case: Path):

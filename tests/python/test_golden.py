@@ -81,6 +81,11 @@ def _npy(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+def _raw_npy(header: bytes) -> bytes:  # a version 1.0 file of that header and 16 data bytes
+    header = header.ljust(117) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + b"\0" * 16
+
+
 @pytest.mark.parametrize("name, case_json, npy, message", [
     # As the CLI: a key given twice is refused, not read as its last value.
     ("key_twice", b'{"requests": [{"temperature": 0.0, "temperature": 1.0}]}', None,
@@ -91,7 +96,12 @@ def _npy(array: np.ndarray) -> bytes:
     ("bad_magic", b'{"requests": [{}]}', b"\x93NUMPX\x01\x00" + b"\0" * 100,
      "logits.npy: not a .npy file (bad magic)"),
     ("truncated_npy", b'{"requests": [{}, {}]}', _npy(np.zeros((2, 8), np.float32))[:-8],
-     "logits.npy: "),
+     "logits.npy: data holds 56 bytes, shape (2, 8) of <f4 needs 64"),
+    # A header's shape is checked against the file before numpy allocates for it (14.6 TiB).
+    ("huge_npy", b'{"requests": [{}]}',
+     _raw_npy(b"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4000000000000), }"),
+     "logits.npy: data holds 16 bytes, shape (1, 4000000000000) of <f4 needs 16000000000000"),
+    ("case_not_utf8", b'{"requests": [{"\xff": 1}]}', None, "case.json: not UTF-8: "),
 ], ids=lambda value: value if isinstance(value, str) and len(value) < 40 else "")
 def test_runner_names_the_file_of_unreadable_input(tmp_path, name, case_json, npy, message):
     case = tmp_path / name
