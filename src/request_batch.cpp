@@ -25,6 +25,8 @@ namespace detail {
 // RequestBatchImpl::add's pushes must not throw once room is reserved.
 static_assert(std::is_nothrow_move_constructible_v<BatchRequest>);
 
+namespace {
+
 // "request 'id'" as errors name a request, a NUL byte shown as \0: what() is read as a C string,
 // so a raw NUL would cut the message at the id.
 std::string request_named(std::string_view id) {
@@ -37,6 +39,8 @@ std::string request_named(std::string_view id) {
   }
   return name += '\'';
 }
+
+}  // namespace
 
 // Room for one more element, growing geometrically (a reserve of size + 1 each time would copy the
 // list on every add).
