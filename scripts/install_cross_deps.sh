@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the AArch64 cross-build stage of scripts/test.sh needs on a Debian 12 (bookworm)
-# x86-64 machine: the cross compiler, Highway for arm64 (multiarch) and qemu-user to run the CLI.
+# x86-64 machine: the cross compiler, Highway and GoogleTest for arm64 (multiarch) and qemu-user
+# to run the CLI and tests.
 # The header-only dependencies come from the host packages scripts/install_deps.sh installs.
 set -euo pipefail
 
 packages=(
   g++-aarch64-linux-gnu=4:12.*   # the cross compiler (g++ 12, as the native build)
   libhwy-dev:arm64=1.0.3-*       # Highway for the target
+  libgtest-dev:arm64=1.12.*      # the unit tests, of which the stage runs the FP environment's
   qemu-user=1:7.2*               # runs the cross-built CLI on the golden cases
 )
 sudo=""

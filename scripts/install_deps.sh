@@ -22,9 +22,16 @@ packages=(
 )
 names=()
 for p in "${packages[@]}"; do names+=("${p%%=*}"); done
+# Installed for this machine's architecture (or all): with arm64 added for the cross-build stage,
+# an unqualified query also matches libhwy-dev:arm64 alone.
+native="$(dpkg --print-architecture)"
+installed() {
+  dpkg-query -W -f='${Status} ${Architecture}\n' "$1" 2>/dev/null |
+    grep -Eq "^install ok installed (${native}|all)$"
+}
 missing=()
 for i in "${!names[@]}"; do
-  dpkg-query -W -f='${Status}' "${names[$i]}" 2>/dev/null | grep -q "install ok installed" || missing+=("${packages[$i]}")
+  installed "${names[$i]}" || missing+=("${packages[$i]}")
 done
 if ((${#missing[@]})); then
   sudo=""
