@@ -95,19 +95,25 @@ def _mask(mask: Any, num_rows: int, vocab_size: int) -> Any:
     return _rows("allowed_token_ids_mask", mask, num_rows)
 
 
+def _row_index(who: str, key: Any, num_rows: int) -> int:
+    """The int row that metadata names by `key` (a dict's key, a processor's state), checked to be
+    one of the batch's; `who` names what named it."""
+    try:
+        row = operator.index(key)
+    except TypeError:
+        row = -1
+    if not 0 <= row < num_rows:
+        raise InvalidArgument(f"{who} names row {key!r}, not one of the batch's {num_rows}")
+    return row
+
+
 def _by_row(name: str, values: Any, num_rows: int) -> dict:
     """A per-row dict (row -> value) keyed by int rows, checked to name only the batch's rows, each
     once: an entry for a row past the batch, or under a key that no int row looks up (a 0-d
     tensor), would be dropped without a word."""
     rows: dict = {}
     for key, value in (values or {}).items():
-        try:
-            row = operator.index(key)
-        except TypeError:
-            row = -1
-        if not 0 <= row < num_rows:
-            raise InvalidArgument(f"sampling_metadata.{name}: names row {key!r}, not one of the "
-                                  f"batch's {num_rows}")
+        row = _row_index(f"sampling_metadata.{name}:", key, num_rows)
         if row in rows:
             raise InvalidArgument(f"sampling_metadata.{name}: names row {row} twice")
         rows[row] = value
@@ -137,14 +143,7 @@ def _processors(metadata: Any) -> list:
 
 def _processor_row(proc: Any, row: Any, num_rows: int) -> int:
     """A row a processor's state names, checked to be one of the batch's."""
-    try:
-        index = operator.index(row)
-    except TypeError:
-        index = -1
-    if not 0 <= index < num_rows:
-        raise InvalidArgument(f"sampling_metadata.logitsprocs: {type(proc).__name__} names row "
-                              f"{row!r}, not one of the batch's {num_rows}")
-    return index
+    return _row_index(f"sampling_metadata.logitsprocs: {type(proc).__name__}", row, num_rows)
 
 
 def _apply_processor(proc: Any, requests: List[dict], outputs: List[list]) -> None:
