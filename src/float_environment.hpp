@@ -44,7 +44,8 @@ class DefaultFloatEnvironment {
  public:
 #if defined(LASTMILE_MXCSR) || defined(LASTMILE_FPCR)
   DefaultFloatEnvironment() : saved_(FloatControl::read()) {
-    if (changed()) FloatControl::write(FloatControl::kDefault | (saved_ & kStatusFlags));
+    if (changed())
+      FloatControl::write(FloatControl::kDefault | (saved_ & FloatControl::kStatusFlags));
   }
   ~DefaultFloatEnvironment() {
     if (changed()) FloatControl::write(saved_);
@@ -60,8 +61,7 @@ class DefaultFloatEnvironment {
 
  private:
 #if defined(LASTMILE_MXCSR) || defined(LASTMILE_FPCR)
-  static constexpr FloatControl::Bits kStatusFlags = FloatControl::kStatusFlags;
-  bool changed() const { return (saved_ & ~kStatusFlags) != FloatControl::kDefault; }
+  bool changed() const { return (saved_ & ~FloatControl::kStatusFlags) != FloatControl::kDefault; }
   FloatControl::Bits saved_;
 #endif
 };

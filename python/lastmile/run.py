@@ -119,9 +119,9 @@ def _load_npy(path: Path) -> np.ndarray:
             shape, _, dtype = header
             need = math.prod(shape) * dtype.itemsize
             have = os.fstat(f.fileno()).st_size - f.tell()
-    if header is not None and have != need:
-        raise _CaseError(f"logits.npy: data holds {have} bytes, shape {shape} of {dtype.str} "
-                         f"needs {need}")
+            if have != need:
+                raise _CaseError(f"logits.npy: data holds {have} bytes, shape {shape} of "
+                                 f"{dtype.str} needs {need}")
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, EOFError) as e:
