@@ -1,6 +1,6 @@
 // lastmile — the CPU backend: Highway row passes (row_ops.cpp) and selection instead of sorting.
 // Every kernel equals the reference oracle bit for bit except log_softmax and min_p, which use
-// a vector exp within 4.1e-7 of std::exp, relative (logprobs within 1e-5). Top-k never sorts the
+// a vector exp within 4.6e-7 of std::exp, relative (logprobs within 1e-5). Top-k never sorts the
 // row: the k-th largest value is found among candidates at or above the k-th largest of its
 // groups' maxima (or a sampled threshold when k is large for the row), and top-p then runs on the
 // few survivors with the oracle's exact arithmetic, so kept sets are identical.

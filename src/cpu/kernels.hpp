@@ -83,6 +83,8 @@ struct GroupMaxima {
 // written), writes the row there on the way (the statistics stay those of the caller's row), and
 // with groups.max the quotients' group maxima (top-k's, read with the Exp's vectors instead of in
 // a pass of their own). False if the row (or a quotient, or a repeated entry) holds NaN or +inf.
+// At t = 1 the sums are the caller's row's own arithmetic (exp(x), scaled after: see the exp
+// kernels below), the same bits with or without a near list or band.
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
                          ConvertedRow out = {}, ValueBand* band = nullptr, GroupMaxima groups = {});
@@ -135,7 +137,8 @@ size_t compress_at_least(const float* x, size_t n, float threshold, bool strict,
                          float* values, size_t limit = SIZE_MAX);
 
 // The exp kernels compute exp(x - max) within 4.1e-7 relative (5.5 ULP), monotone, flushing
-// results below e^-86.9 to 0.
+// results below e^-86.9 to 0. (block_softmax_stats at t = 1 sums exp(x) itself where a block's max
+// lies in [-40, 80], each term within 4.6e-7, then scales the sum by exp(-max) in double.)
 // w = exp(x - max); per-block sums (block a multiple of 64) into block_sums; returns the total.
 double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
                            double* block_sums);

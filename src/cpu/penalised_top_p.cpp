@@ -30,7 +30,7 @@ constexpr float kListedBelowMax = 10.0f;
 constexpr size_t kMaxListed = 4096;
 // How far, relative, a computed sum of positive weights may lie from its exact one: the summary's
 // total adds each block's 2048 weights in 16 float partial sums (127 roundings, 7.6e-6 at worst),
-// its log-sum is a float (4.8e-7), and each weight holds the vector Exp's error (4.1e-7).
+// its log-sum is a float (4.8e-7), and each weight holds the vector Exp's error (4.6e-7 at t = 1).
 constexpr double kSumError = 2e-5;
 // The margin, relative to the total, by which a decision or a draw must be clear: the steps'
 // probabilities divide by their own total (the same float partial sums, 7.6e-6 at worst) and

@@ -30,6 +30,17 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kExpFlushBelow = -86.9f;
 
+// The blocks (of at most 2048 entries) whose max lets the statistics at t = 1 sum exp(x) itself
+// (AddExp: no subtraction, the add fused), scaled by exp(-max) in double after: up to 80, no float
+// partial sum overflows (each lane's 128 entries of at most e^80 stay below 2^123), and from -40
+// the entries the exp flushes (x < -86.9) lie e^-46.9 or more below the block's max, where they
+// add nothing to its float sum. Other blocks sum exp(x - max), as at other temperatures. Each
+// direct term, rounded to float, lies within 4.6e-7 of exp(x), relative (6.6 ULP, at 79.8; 3.9e-7
+// and 6.0 ULP below 0), monotone: checked offline over every float in [-86.9, 80].
+inline bool DirectExpFits(float max, size_t block) {
+  return max >= -40.0f && max <= 80.0f && block <= 2048;
+}
+
 // The first index in [from, n) holding NaN or +inf, or -1. The vector loops flag whether any
 // full vector held one: if none did, only the scalar tail is scanned.
 int64_t first_bad(const float* x, size_t from, size_t n) {
@@ -91,7 +102,10 @@ HWY_INLINE V ExpFlushToZero(D d, V x) {
 // Over every float in [-86.9, 0] (checked offline): relative error at most 3.52e-7 (at -86.9),
 // at most 5.48 ULP (at -86.68; 2.32 ULP above -20), monotone. The flush is the zero-masked last
 // FMA, so -inf (r is NaN there) gives 0.
-HWY_INLINE hn::Vec512<float> ExpFlushToZero(hn::Full512<float> d, hn::Vec512<float> x) {
+struct TableExp {
+  hn::Vec512<float> scale, r, quadratic;  // exp(x) = scale (1 + r quadratic)
+};
+HWY_INLINE TableExp TableExpParts(hn::Full512<float> d, hn::Vec512<float> x) {
   const hn::RebindToSigned<decltype(d)> di;
   const auto round_bias = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: t's low bits hold n
   const auto t = hn::MulAdd(x, hn::Set(d, 0x1.715476p+5f), round_bias);  // n = round(32 x / ln 2)
@@ -137,12 +151,44 @@ HWY_INLINE hn::Vec512<float> ExpFlushToZero(hn::Full512<float> d, hn::Vec512<flo
       hn::Load(di, kTable).raw, t_bits.raw, hn::Load(di, kTable + 16).raw)};  // j: t's low 5 bits
   const auto scale = hn::BitCast(d, hn::Add(entry, hn::ShiftLeft<18>(t_bits)));       // 2^(n/32)
   const auto quadratic = hn::MulAdd(r, hn::Set(d, 0.5f), hn::Set(d, 0x1.0000fp+0f));  // c1 + r / 2
-  // Kept: not below the flush point (unordered: the complement of Lt, one compare).
-  const __mmask16 kept = _mm512_cmp_ps_mask(x.raw, _mm512_set1_ps(kExpFlushBelow), _CMP_NLT_UQ);
+  return {scale, r, quadratic};
+}
+// Kept: not below the flush point (unordered: the complement of Lt, one compare, so NaN and +inf
+// are kept and reach the result).
+HWY_INLINE __mmask16 NotFlushed(hn::Vec512<float> x) {
+  return _mm512_cmp_ps_mask(x.raw, _mm512_set1_ps(kExpFlushBelow), _CMP_NLT_UQ);
+}
+HWY_INLINE hn::Vec512<float> ExpFlushToZero(hn::Full512<float> d, hn::Vec512<float> x) {
+  const TableExp e = TableExpParts(d, x);
+  return hn::Vec512<float>{_mm512_maskz_fmadd_ps(NotFlushed(x), hn::Mul(e.scale, e.r).raw,
+                                                 e.quadratic.raw, e.scale.raw)};
+}
+// sum + exp(x) in the lanes of `where` that ExpFlushToZero does not flush (the others keep sum),
+// the exp's last multiply fused with the add: scale (1 + r quadratic) as one FMA into the sum,
+// its factor (1 + r quadratic) rounded first. Two operations a vector fewer than
+// Add(sum, ExpFlushToZero(x)) (the sum's add and scale * r): the statistics pass of a row at
+// t = 1 is bound by its vector operations (AddExpTo's callers).
+HWY_INLINE hn::Vec512<float> AddExpTo(hn::Full512<float> d, hn::Vec512<float> sum,
+                                      hn::Vec512<float> x, __mmask16 where = 0xFFFF) {
+  const TableExp e = TableExpParts(d, x);
+  const auto factor = hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f));
   return hn::Vec512<float>{
-      _mm512_maskz_fmadd_ps(kept, hn::Mul(scale, r).raw, quadratic.raw, scale.raw)};
+      _mm512_mask3_fmadd_ps(e.scale.raw, factor.raw, sum.raw, NotFlushed(x) & where)};
+}
+HWY_INLINE hn::Vec512<float> AddExpTo(hn::Full512<float> d, hn::Vec512<float> sum,
+                                      hn::Vec512<float> x, hn::Mask512<float> where) {
+  return AddExpTo(d, sum, x, where.raw);
 }
 #endif
+// Other targets: sum + ExpFlushToZero(x), in the lanes of `where`.
+template <class D, class V>
+HWY_INLINE V AddExpTo(D d, V sum, V x) {
+  return hn::Add(sum, ExpFlushToZero(d, x));
+}
+template <class D, class V, class M>
+HWY_INLINE V AddExpTo(D d, V sum, V x, M where) {
+  return hn::Add(sum, hn::IfThenElseZero(where, ExpFlushToZero(d, x)));
+}
 
 // Whether ExpFlushToZero gives NaN for NaN and +inf (the table's does: r is NaN there; the
 // polynomial's last step may make a number of NaN's bits), so that a block's sum shows them.
@@ -206,8 +252,13 @@ struct PartialSums {
   explicit PartialSums(D d) {
     for (auto& sum : sums) sum = hn::Zero(d);
   }
-  HWY_INLINE void Add(hn::Vec<D> v) {
-    const hn::Vec<D> first = hn::Add(sums[0], v);
+  HWY_INLINE void Add(hn::Vec<D> v) { Take(hn::Add(sums[0], v)); }
+  // Add(ExpFlushToZero(x)) (in the lanes of `where`), by AddExpTo: the same order, other bits.
+  template <class... Where>
+  HWY_INLINE void AddExp(D d, hn::Vec<D> x, Where... where) {
+    Take(AddExpTo(d, sums[0], x, where...));
+  }
+  HWY_INLINE void Take(hn::Vec<D> first) {  // sums[0] plus the next vector
     for (size_t k = 0; k + 1 < kCount; ++k) sums[k] = sums[k + 1];
     sums[kCount - 1] = first;
     ++added;
@@ -942,10 +993,13 @@ void min_max_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi, 
 // With kBand (blocks of whole 64-entry words), also band.below_sums[b]: the block's sum over its
 // entries x < band.from, summed as the whole block's is (which keeps its bits), and bit i % 8 of
 // band.bits[i / 8] set where band.from <= x[i] <= band.to.
-template <bool kStore, bool kBand = false>
+// With kDirect (no w; a max for which DirectExpFits), each block's sum is that of exp(x)
+// (AddExp) times exp(-max) in double: the statistics' arithmetic at t = 1.
+template <bool kStore, bool kBand = false, bool kDirect = false>
 double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
                            size_t block, double* HWY_RESTRICT block_sums, LineByLine prefetch = {},
                            ValueBand* band = nullptr) {
+  static_assert(!(kStore && kDirect), "the direct sums keep no weights");
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
@@ -959,10 +1013,16 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
     // tail: the padded last vector, `valid` its lanes in the row.
     auto add = [&](auto tail, size_t i, hn::Vec<decltype(d)> v, hn::Vec<decltype(d)> e,
                    hn::Mask<decltype(d)> valid) {
-      sum.Add(e);
+      if constexpr (kDirect)
+        sum.AddExp(d, v);
+      else
+        sum.Add(e);
       if constexpr (kBand) {
         const auto below = hn::Lt(v, vfrom);
-        under.Add(hn::IfThenElseZero(below, e));
+        if constexpr (kDirect)
+          under.AddExp(d, v, below);
+        else
+          under.Add(hn::IfThenElseZero(below, e));
         auto in_band = hn::AndNot(below, hn::Le(v, vto));
         if constexpr (decltype(tail)::value) in_band = hn::And(valid, in_band);
         // Whole bytes, a movemask and a store, when the lanes come in eights (a scalable
@@ -993,18 +1053,21 @@ double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, s
     for (; i + lanes <= end; i += lanes) {
       prefetch.Step();  // one line a vector, if asked
       const auto v = hn::LoadU(d, x + i);
-      const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
+      auto e = v;  // the weights, unless summed directly
+      if constexpr (!kDirect) e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
       add(std::false_type(), i, v, e, hn::FirstN(d, lanes));
     }
     if (i < end) {
       const auto v = LoadTail(d, x + i, end - i, -kInf);
-      const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
+      auto e = v;
+      if constexpr (!kDirect) e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) StoreTail(d, e, w + i, end - i);
       add(std::true_type(), i, v, e, hn::FirstN(d, end - i));  // the padding's e is 0
     }
-    block_sums[b] = sum.Total(d);
-    if constexpr (kBand) band->below_sums[b] = under.Total(d);
+    const double scale = kDirect ? std::exp(-static_cast<double>(max)) : 1.0;
+    block_sums[b] = sum.Total(d) * scale;
+    if constexpr (kBand) band->below_sums[b] = under.Total(d) * scale;
     total += block_sums[b];
   }
   return total;
@@ -1056,6 +1119,25 @@ inline bool repeat_seen(const ConvertedRow& out, size_t start, size_t end) {
     }
   }
   return finite;
+}
+
+// A block's sum of exp(x - max) as the statistics take it: with kDirect (the caller's row at
+// t = 1) by AddExp where DirectExpFits, else relative to its max. With band, its below sum and
+// bits too (exp_block_sums_pass).
+template <bool kDirect>
+double statistics_block_sum(const float* HWY_RESTRICT values, size_t size, float max,
+                            LineByLine prefetch, ValueBand* band = nullptr) {
+  double sum;
+  if (kDirect && DirectExpFits(max, size)) {
+    if (band != nullptr)
+      return exp_block_sums_pass<false, true, true>(values, nullptr, size, max, size, &sum,
+                                                    prefetch, band);
+    return exp_block_sums_pass<false, false, true>(values, nullptr, size, max, size, &sum,
+                                                   prefetch);
+  }
+  if (band != nullptr)
+    return exp_block_sums_pass<false, true>(values, nullptr, size, max, size, &sum, prefetch, band);
+  return exp_block_sums_pass<false>(values, nullptr, size, max, size, &sum, prefetch);
 }
 
 // Softmax statistics of src / t by blocks of `block` entries, in one read of src: each block is
@@ -1116,16 +1198,13 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     // The next block streams in while this one's Exp runs (LineByLine).
     const float* values = buffer;
     if constexpr (kInPlace) values = reinterpret_cast<const float*>(src.Address(start));
-    double unused;
     const LineByLine next_block(src.Address(end), src.Address(std::min(n, end + block)));
     if (band == nullptr) {
-      block_sums[b] = exp_block_sums_pass<false>(values, nullptr, end - start, block_max[b],
-                                                 end - start, &unused, next_block);
+      block_sums[b] = statistics_block_sum<!kDivide>(values, end - start, block_max[b], next_block);
     } else {
       ValueBand block_band{band->from, band->to, band->bits + start / 8, band->below_sums + b};
-      block_sums[b] =
-          exp_block_sums_pass<false, true>(values, nullptr, end - start, block_max[b], end - start,
-                                           &unused, next_block, &block_band);
+      block_sums[b] = statistics_block_sum<!kDivide>(values, end - start, block_max[b], next_block,
+                                                     &block_band);
     }
     if (near->ids == nullptr || near->count > near->room) continue;  // none, or stopped
     max_so_far = std::max(max_so_far, block_max[b]);
@@ -1142,15 +1221,18 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 // groups of 64 at least).
 constexpr size_t kMaxBlockGroups = 2048 / 64;
 
-// block_softmax_stats_pass without a near list or band, software-pipelined: block b's Exp and
-// block b + 1's read in one loop, each vector of the buffer read by the Exp before the next
-// block's replaces it. The read (widening, max, checks, stores) and the Exp (multiplies) load
-// different units, which the two loops one after the other left idle in turn: a cached float32
-// 128k row's statistics 30.0 -> 27.7 us, 64 bf16 152k rows in turn 43.0 -> 40.9 us (Zen 4, medians
-// of 8 alternating runs of the micro-benchmarks). Each block's sum adds the same vectors in the
-// same order: the same bits. Where the exp propagates NaN (kExpPropagatesNaN), NaN and +inf are
-// found in the block's sum, not by a compare on every vector read. With kGroups, the read's max
-// is taken by groups (GroupMaxima).
+// block_softmax_stats_pass without a near list or band. At t = 1, one loop: each vector is summed
+// as it is read (AddExp, DirectExpFits), with no block max to wait for and no buffer: a bf16 152k
+// row's statistics 27.5 -> 22.4 us, a float32 one 25.8 -> 22.2 (Zen 4, one L2-resident row, medians
+// of ten alternating runs), the bench's bf16 mix 0.915x (one thread). At other t,
+// software-pipelined: block b's Exp and block b + 1's read in one loop, each vector of the buffer
+// read by the Exp before the next block's replaces it. The read (widening, max, checks, stores)
+// and the Exp (multiplies) load different units, which the two loops one after the other left
+// idle in turn: a cached float32 128k row's statistics 30.0 -> 27.7 us, 64 bf16 152k rows in turn
+// 43.0 -> 40.9 us (Zen 4, medians of 8 alternating runs of the micro-benchmarks). Each block's sum
+// adds the same vectors in the same order as block_softmax_stats_pass: the same bits. Where the
+// exp propagates NaN (kExpPropagatesNaN), NaN and +inf are found in the block's sum, not by a
+// compare on every vector read. With kGroups, the read's max is taken by groups (GroupMaxima).
 template <bool kDivide, bool kGroups, class Source>
 bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
                                    float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
@@ -1199,16 +1281,18 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
     if (!whole) v = hn::IfThenElse(hn::FirstN(d, end - at), v, hn::Set(d, -kInf));
     max = hn::Max(max, v);
     if constexpr (kGroups) group_open = true;
-    if constexpr (!kInPlace) hn::StoreU(v, d, buffer + i);
-    if (out.dst == nullptr) return;
+    if constexpr (kDivide) hn::StoreU(v, d, buffer + i);  // for the Exp (t = 1: summed as read)
+    if (out.dst == nullptr) return v;
+    auto written = v;
     if (repeat_lanes) {
-      v = repetition.Where(d, at, v);  // the padded tail's -inf stays -inf
-      if (may_overflow) overflowed.Check(d, v);
+      written = repetition.Where(d, at, v);  // the padded tail's -inf stays -inf
+      if (may_overflow) overflowed.Check(d, written);
     }
     if (whole)
-      hn::StoreU(v, d, out.dst + at);
+      hn::StoreU(written, d, out.dst + at);
     else
-      StoreTail(d, v, out.dst + at, end - at);
+      StoreTail(d, written, out.dst + at, end - at);
+    return v;
   };
   // The read block's max into *block_max; false if it held NaN / +inf or a penalty made +inf.
   auto finish = [&](float* block_max_out) {
@@ -1228,6 +1312,46 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
   };
   const size_t blocks = (n + block - 1) / block;
   if (blocks == 0) return true;
+  if constexpr (!kDivide) {
+    // t = 1: no block max is needed before the Exp, so each block is summed as it is read
+    // (AddExp, exp_block_sums_pass's direct arithmetic and order): two operations a vector fewer
+    // than exp(x - max) and its sum, and no store and load of the block.
+    for (size_t b = 0; b < blocks; ++b, start = end, end = std::min(n, end + block)) {
+      PartialSums<decltype(d)> sum(d);
+      max = hn::Set(d, -kInf);
+      LineByLine prefetch(src.Address(end), src.Address(std::min(n, end + block)));
+      const size_t size = end - start;
+      size_t i = 0;
+      while (i + lanes <= size) {  // by groups (each from a group's start), or all at once
+        const size_t stop = kGroups ? std::min(size, i + groups.group) : size;
+        for (; i + lanes <= stop; i += lanes) {
+          prefetch.Step();
+          sum.AddExp(d, read(i, std::true_type()));
+        }
+        if (kGroups && (i & (groups.group - 1)) == 0) flush();  // a whole group read
+      }
+      if (i < size) sum.AddExp(d, read(i, std::false_type()));  // padded with -inf
+      if (!finish(&block_max[b])) return false;
+      const float m = block_max[b];
+      // Where the sum is kept, NaN and +inf make it NaN (kExpPropagatesNaN; a max may drop them).
+      if (m == -kInf || DirectExpFits(m, end - start)) {
+        const double total = sum.Total(d);
+        block_sums[b] = m == -kInf ? 0.0 : total * std::exp(-static_cast<double>(m));
+        if (std::isnan(total)) return false;
+      } else {  // summed relative to its max, as statistics_block_sum does: the block read again
+        const float* values = reinterpret_cast<const float*>(src.Address(start));
+        if constexpr (!kInPlace) {
+          for_each_vector<false>(src, start, end, quotient, [&](size_t at, auto v, auto) {
+            hn::StoreU(v, d, buffer + (at - start));
+          });
+          values = buffer;
+        }
+        block_sums[b] = statistics_block_sum<false>(values, end - start, m, LineByLine());
+        if (kExpPropagatesNaN && std::isnan(block_sums[b])) return false;
+      }
+    }
+    return true;
+  }
   auto read_rest = [&](size_t i) {  // the read block's vectors from i on
     for (; i + lanes <= end - start; i += lanes) {
       read(i, std::true_type());

@@ -5,6 +5,7 @@
 // read group maxima when asked, and refuse NaN / +inf wherever they sit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -89,6 +90,75 @@ TEST(CpuSoftmaxStats, PipelinedPassHasTheBitsOfTheBlockByBlockPass) {
       }
     }
   }
+}
+
+// A row whose blocks the statistics at t = 1 sum two ways (DirectExpFits): block 0 as
+// caller_row's, block 1 all -inf, block 2 lifted by 100 (max over 80), block 3 lowered by 150
+// (max under -40), block 4 from -86 to 80 (both ends of the direct range), then a short block.
+std::vector<unsigned char> wide_row(DType dtype, uint64_t seed) {
+  const size_t n = 5 * kBlock + 77;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> logit(0.0f, 4.0f);
+  std::uniform_real_distribution<float> spread(-86.0f, 80.0f);
+  std::vector<unsigned char> bytes(n * (dtype == DType::f32 ? 4 : 2));
+  for (size_t i = 0; i < n; ++i) {
+    const size_t block = i / kBlock;
+    float x = logit(rng);
+    if (block == 1) x = -kInf;
+    if (block == 2) x += 100.0f;
+    if (block == 3) x -= 150.0f;
+    if (block == 4) x = i == 4 * kBlock + 9 ? 80.0f : spread(rng);
+    put(bytes, dtype, i, x);
+  }
+  return bytes;
+}
+
+// Either loop, whichever way a block is summed, keeps the other's bits; and every block's sum of
+// exp(x - max) lies within 2e-6 of the exact one (the exp's 4.1e-7 a term, 4.6e-7 summed
+// directly, and the float partial sums' rounding; 5e-7 seen).
+TEST(CpuSoftmaxStats, BothWaysOfSummingABlockAgreeAndHoldTheirBound) {
+  const size_t n = 5 * kBlock + 77;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    const auto row = wide_row(dtype, 11);
+    for (const float t : {1.0f, 0.7f}) {
+      const Stats pipelined = stats_of(row.data(), dtype, n, t, false);
+      const Stats listing = stats_of(row.data(), dtype, n, t, true);
+      ASSERT_TRUE(pipelined.ok && listing.ok);
+      EXPECT_EQ(pipelined.block_max, listing.block_max);
+      EXPECT_EQ(pipelined.block_sums, listing.block_sums);
+      std::vector<float> x(n);  // the quotients the statistics are of
+      ASSERT_EQ(cpu::load_row(row.data(), dtype, x.data(), n, t), -1);
+      for (size_t b = 0; b < pipelined.block_max.size(); ++b) {
+        const size_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+        const float max = *std::max_element(x.begin() + begin, x.begin() + end);
+        EXPECT_EQ(pipelined.block_max[b], max) << "block " << b;
+        if (max == -kInf) {
+          EXPECT_EQ(pipelined.block_sums[b], 0.0) << "block " << b;
+          continue;
+        }
+        double exact = 0;
+        for (size_t i = begin; i < end; ++i)
+          if (x[i] - max >= -86.9f) exact += std::exp(static_cast<double>(x[i]) - max);
+        EXPECT_NEAR(pipelined.block_sums[b], exact, 2e-6 * exact)
+            << "dtype " << static_cast<int>(dtype) << ", t " << t << ", block " << b;
+      }
+    }
+  }
+}
+
+// A block of one entry x whose max DirectExpFits sums exp(x) and scales it by exp(-x) in double:
+// its sum is the direct term's relative error plus 1, within 4.6e-7 of 1 (the bound checked
+// offline over every float), here on a grid over the range, positive x included.
+TEST(CpuSoftmaxStats, DirectTermsHoldTheirBound) {
+  double worst = 0;
+  for (int k = 0; k <= 120000; ++k) {
+    const float x = -40.0f + static_cast<float>(k) * 0.001f;
+    const Stats s = stats_of(&x, DType::f32, 1, 1.0f, false);
+    ASSERT_TRUE(s.ok);
+    ASSERT_NEAR(s.block_sums[0], 1.0, 4.6e-7) << "x " << x;
+    worst = std::max(worst, std::fabs(s.block_sums[0] - 1.0));
+  }
+  EXPECT_GT(worst, 0.0);  // the direct way was taken (the relative one gives exactly 1)
 }
 
 // Group maxima asked of either loop are the quotients' maxima by groups (source_block_max's,
