@@ -163,31 +163,40 @@ HWY_INLINE hn::Vec512<float> ExpFlushToZero(hn::Full512<float> d, hn::Vec512<flo
   return hn::Vec512<float>{_mm512_maskz_fmadd_ps(NotFlushed(x), hn::Mul(e.scale, e.r).raw,
                                                  e.quadratic.raw, e.scale.raw)};
 }
-// sum + exp(x) in the lanes of `where` that ExpFlushToZero does not flush (the others keep sum),
-// the exp's last multiply fused with the add: scale (1 + r quadratic) as one FMA into the sum,
-// its factor (1 + r quadratic) rounded first. Two operations a vector fewer than
+// exp(x) as a term of a sum (ExpTerm::AddTo: sum + exp(x) in the lanes of `where` that
+// ExpFlushToZero does not flush, the others keeping sum), computed once for sums that share it.
+// Here the exp's last multiply fuses with the add: scale (1 + r quadratic) as one FMA into the
+// sum, its factor (1 + r quadratic) rounded first. Two operations a vector fewer than
 // Add(sum, ExpFlushToZero(x)) (the sum's add and scale * r): the statistics pass of a row at
-// t = 1 is bound by its vector operations (AddExpTo's callers).
-HWY_INLINE hn::Vec512<float> AddExpTo(hn::Full512<float> d, hn::Vec512<float> sum,
-                                      hn::Vec512<float> x, __mmask16 where = 0xFFFF) {
+// t = 1 is bound by its vector operations.
+struct ExpTerm {
+  hn::Vec512<float> scale, factor;
+  __mmask16 kept;
+  HWY_INLINE hn::Vec512<float> AddTo(hn::Vec512<float> sum, __mmask16 where = 0xFFFF) const {
+    return hn::Vec512<float>{_mm512_mask3_fmadd_ps(scale.raw, factor.raw, sum.raw, kept & where)};
+  }
+  HWY_INLINE hn::Vec512<float> AddTo(hn::Vec512<float> sum, hn::Mask512<float> where) const {
+    return AddTo(sum, where.raw);
+  }
+};
+HWY_INLINE ExpTerm ExpTermOf(hn::Full512<float> d, hn::Vec512<float> x) {
   const TableExp e = TableExpParts(d, x);
-  const auto factor = hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f));
-  return hn::Vec512<float>{
-      _mm512_mask3_fmadd_ps(e.scale.raw, factor.raw, sum.raw, NotFlushed(x) & where)};
-}
-HWY_INLINE hn::Vec512<float> AddExpTo(hn::Full512<float> d, hn::Vec512<float> sum,
-                                      hn::Vec512<float> x, hn::Mask512<float> where) {
-  return AddExpTo(d, sum, x, where.raw);
+  return {e.scale, hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f)), NotFlushed(x)};
 }
 #endif
-// Other targets: sum + ExpFlushToZero(x), in the lanes of `where`.
+// Other targets: ExpFlushToZero(x), added.
+template <class V>
+struct GenericExpTerm {
+  V e;
+  HWY_INLINE V AddTo(V sum) const { return hn::Add(sum, e); }
+  template <class M>
+  HWY_INLINE V AddTo(V sum, M where) const {
+    return hn::Add(sum, hn::IfThenElseZero(where, e));
+  }
+};
 template <class D, class V>
-HWY_INLINE V AddExpTo(D d, V sum, V x) {
-  return hn::Add(sum, ExpFlushToZero(d, x));
-}
-template <class D, class V, class M>
-HWY_INLINE V AddExpTo(D d, V sum, V x, M where) {
-  return hn::Add(sum, hn::IfThenElseZero(where, ExpFlushToZero(d, x)));
+HWY_INLINE GenericExpTerm<V> ExpTermOf(D d, V x) {
+  return {ExpFlushToZero(d, x)};
 }
 
 // Whether ExpFlushToZero gives NaN for NaN and +inf (the table's does: r is NaN there; the
@@ -253,10 +262,11 @@ struct PartialSums {
     for (auto& sum : sums) sum = hn::Zero(d);
   }
   HWY_INLINE void Add(hn::Vec<D> v) { Take(hn::Add(sums[0], v)); }
-  // Add(ExpFlushToZero(x)) (in the lanes of `where`), by AddExpTo: the same order, other bits.
-  template <class... Where>
-  HWY_INLINE void AddExp(D d, hn::Vec<D> x, Where... where) {
-    Take(AddExpTo(d, sums[0], x, where...));
+  // Add(ExpFlushToZero(x)) (in the lanes of `where`) as ExpTermOf(x) adds: the same order,
+  // other bits.
+  template <class Term, class... Where>
+  HWY_INLINE void AddExp(const Term& term, Where... where) {
+    Take(term.AddTo(sums[0], where...));
   }
   HWY_INLINE void Take(hn::Vec<D> first) {  // sums[0] plus the next vector
     for (size_t k = 0; k + 1 < kCount; ++k) sums[k] = sums[k + 1];
@@ -986,6 +996,47 @@ void min_max_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi, 
   *max = hn::GetLane(hn::MaxOfLanes(d, largest));
 }
 
+// A ValueBand's bits for entries [0, n): Mark sets bit i % 8 of bits[i / 8] for each lane of
+// in_band (and of valid, for the padded last vector: kTail), clearing the others, a vector of
+// entries i, i + 1, ... at a time in order.
+template <class D>
+class BandMarks {
+ public:
+  BandMarks(uint8_t* bits, size_t n) : bits_(bits), n_(n) {}
+  template <class Tail>
+  HWY_INLINE void Mark(Tail, size_t i, hn::Mask<D> in_band, hn::Mask<D> valid) {
+    const D d;
+    const size_t lanes = hn::Lanes(d);
+    if constexpr (Tail::value) in_band = hn::And(valid, in_band);
+    // Whole bytes, a movemask and a store, when the lanes come in eights (a scalable target's
+    // MaxLanes is only a bound: its lanes are known at run time).
+    if constexpr (!HWY_HAVE_SCALABLE && hn::MaxLanes(d) % 8 == 0 && !Tail::value) {
+      hn::StoreMaskBits(d, in_band, bits_ + i / 8);
+    } else {
+      uint8_t bytes[(hn::MaxLanes(d) + 7) / 8] = {};
+      hn::StoreMaskBits(d, in_band, bytes);
+      if (lanes % 8 == 0) {  // the bytes that hold the row's entries
+        std::memcpy(bits_ + i / 8, bytes, (std::min(n_, i + lanes) - i + 7) / 8);
+      } else if (8 % lanes == 0) {  // 1, 2 or 4 lanes: gathered into a byte
+        byte_ |= static_cast<uint8_t>(bytes[0] << (i % 8));
+        if ((i + lanes) % 8 == 0 || i + lanes >= n_) bits_[i / 8] = std::exchange(byte_, 0);
+      } else {  // lanes that straddle bytes (12 on 384-bit SVE): bit by bit
+        for (size_t l = 0; l < lanes && i + l < n_; ++l) {
+          const size_t k = i + l;
+          const auto bit = static_cast<uint8_t>(1u << (k % 8));
+          const bool set = (bytes[l / 8] >> (l % 8)) & 1;
+          bits_[k / 8] = static_cast<uint8_t>(set ? bits_[k / 8] | bit : bits_[k / 8] & ~bit);
+        }
+      }
+    }
+  }
+
+ private:
+  uint8_t* bits_;
+  size_t n_;
+  uint8_t byte_ = 0;  // bits of the entries since the last multiple of 8 (narrow vectors)
+};
+
 // Sums exp(x - max) (ExpFlushToZero; 0 where x = -inf) per block of `block` entries (a multiple
 // of every lane count) with lane-wise float partial sums, each block's sum into block_sums[b] in
 // double, blocks added in order; with kStore also w = exp(x - max). Fixed blocking: the same bits
@@ -993,81 +1044,46 @@ void min_max_between(const float* HWY_RESTRICT x, size_t n, float lo, float hi, 
 // With kBand (blocks of whole 64-entry words), also band.below_sums[b]: the block's sum over its
 // entries x < band.from, summed as the whole block's is (which keeps its bits), and bit i % 8 of
 // band.bits[i / 8] set where band.from <= x[i] <= band.to.
-// With kDirect (no w; a max for which DirectExpFits), each block's sum is that of exp(x)
-// (AddExp) times exp(-max) in double: the statistics' arithmetic at t = 1.
-template <bool kStore, bool kBand = false, bool kDirect = false>
+template <bool kStore, bool kBand = false>
 double exp_block_sums_pass(const float* HWY_RESTRICT x, float* HWY_RESTRICT w, size_t n, float max,
                            size_t block, double* HWY_RESTRICT block_sums, LineByLine prefetch = {},
                            ValueBand* band = nullptr) {
-  static_assert(!(kStore && kDirect), "the direct sums keep no weights");
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   const auto vmax = hn::Set(d, max);
   const auto vfrom = hn::Set(d, kBand ? band->from : 0.0f);
   const auto vto = hn::Set(d, kBand ? band->to : 0.0f);
   double total = 0;
-  uint8_t byte = 0;  // band bits of the entries since the last multiple of 8 (narrow vectors)
+  BandMarks<decltype(d)> marks(kBand ? band->bits : nullptr, n);
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     PartialSums<decltype(d)> sum(d), under(d);
     // tail: the padded last vector, `valid` its lanes in the row.
     auto add = [&](auto tail, size_t i, hn::Vec<decltype(d)> v, hn::Vec<decltype(d)> e,
                    hn::Mask<decltype(d)> valid) {
-      if constexpr (kDirect)
-        sum.AddExp(d, v);
-      else
-        sum.Add(e);
+      sum.Add(e);
       if constexpr (kBand) {
         const auto below = hn::Lt(v, vfrom);
-        if constexpr (kDirect)
-          under.AddExp(d, v, below);
-        else
-          under.Add(hn::IfThenElseZero(below, e));
-        auto in_band = hn::AndNot(below, hn::Le(v, vto));
-        if constexpr (decltype(tail)::value) in_band = hn::And(valid, in_band);
-        // Whole bytes, a movemask and a store, when the lanes come in eights (a scalable
-        // target's MaxLanes is only a bound: its lanes are known at run time).
-        if constexpr (!HWY_HAVE_SCALABLE && hn::MaxLanes(d) % 8 == 0 && !decltype(tail)::value) {
-          hn::StoreMaskBits(d, in_band, band->bits + i / 8);
-        } else {
-          uint8_t bytes[(hn::MaxLanes(d) + 7) / 8] = {};
-          hn::StoreMaskBits(d, in_band, bytes);
-          if (lanes % 8 == 0) {  // the bytes that hold the row's entries
-            std::memcpy(band->bits + i / 8, bytes, (std::min(n, i + lanes) - i + 7) / 8);
-          } else if (8 % lanes == 0) {  // 1, 2 or 4 lanes: gathered into a byte
-            byte |= static_cast<uint8_t>(bytes[0] << (i % 8));
-            if ((i + lanes) % 8 == 0 || i + lanes >= n) band->bits[i / 8] = std::exchange(byte, 0);
-          } else {  // lanes that straddle bytes (12 on 384-bit SVE): bit by bit
-            for (size_t l = 0; l < lanes && i + l < n; ++l) {
-              const size_t k = i + l;
-              const auto bit = static_cast<uint8_t>(1u << (k % 8));
-              const bool set = (bytes[l / 8] >> (l % 8)) & 1;
-              band->bits[k / 8] =
-                  static_cast<uint8_t>(set ? band->bits[k / 8] | bit : band->bits[k / 8] & ~bit);
-            }
-          }
-        }
+        under.Add(hn::IfThenElseZero(below, e));
+        marks.Mark(tail, i, hn::AndNot(below, hn::Le(v, vto)), valid);
       }
     };
     size_t i = start;
     for (; i + lanes <= end; i += lanes) {
       prefetch.Step();  // one line a vector, if asked
       const auto v = hn::LoadU(d, x + i);
-      auto e = v;  // the weights, unless summed directly
-      if constexpr (!kDirect) e = ExpFlushToZero(d, hn::Sub(v, vmax));
+      const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) hn::StoreU(e, d, w + i);
       add(std::false_type(), i, v, e, hn::FirstN(d, lanes));
     }
     if (i < end) {
       const auto v = LoadTail(d, x + i, end - i, -kInf);
-      auto e = v;
-      if constexpr (!kDirect) e = ExpFlushToZero(d, hn::Sub(v, vmax));
+      const auto e = ExpFlushToZero(d, hn::Sub(v, vmax));
       if constexpr (kStore) StoreTail(d, e, w + i, end - i);
       add(std::true_type(), i, v, e, hn::FirstN(d, end - i));  // the padding's e is 0
     }
-    const double scale = kDirect ? std::exp(-static_cast<double>(max)) : 1.0;
-    block_sums[b] = sum.Total(d) * scale;
-    if constexpr (kBand) band->below_sums[b] = under.Total(d) * scale;
+    block_sums[b] = sum.Total(d);
+    if constexpr (kBand) band->below_sums[b] = under.Total(d);
     total += block_sums[b];
   }
   return total;
@@ -1121,20 +1137,11 @@ inline bool repeat_seen(const ConvertedRow& out, size_t start, size_t end) {
   return finite;
 }
 
-// A block's sum of exp(x - max) as the statistics take it: with kDirect (the caller's row at
-// t = 1) by AddExp where DirectExpFits, else relative to its max. With band, its below sum and
-// bits too (exp_block_sums_pass).
-template <bool kDirect>
-double statistics_block_sum(const float* HWY_RESTRICT values, size_t size, float max,
-                            LineByLine prefetch, ValueBand* band = nullptr) {
+// A block's sum of exp(x - max), relative to its max (exp_block_sums_pass); with band, its below
+// sum and bits too.
+double block_sum_below_max(const float* HWY_RESTRICT values, size_t size, float max,
+                           LineByLine prefetch, ValueBand* band = nullptr) {
   double sum;
-  if (kDirect && DirectExpFits(max, size)) {
-    if (band != nullptr)
-      return exp_block_sums_pass<false, true, true>(values, nullptr, size, max, size, &sum,
-                                                    prefetch, band);
-    return exp_block_sums_pass<false, false, true>(values, nullptr, size, max, size, &sum,
-                                                   prefetch);
-  }
   if (band != nullptr)
     return exp_block_sums_pass<false, true>(values, nullptr, size, max, size, &sum, prefetch, band);
   return exp_block_sums_pass<false>(values, nullptr, size, max, size, &sum, prefetch);
@@ -1143,7 +1150,9 @@ double statistics_block_sum(const float* HWY_RESTRICT values, size_t size, float
 // Softmax statistics of src / t by blocks of `block` entries, in one read of src: each block is
 // converted into `buffer` (room for `block` + one vector of floats, L1-resident; an undivided
 // float32 row is read in place), its max goes to block_max[b] and the sum of exp(x - that max) to
-// block_sums[b] (0 for a block of -inf only).
+// block_sums[b] (0 for a block of -inf only). At t = 1 the sums (and the band's) are taken as the
+// block is read, exp(x) scaled after (DirectExpFits; block_softmax_stats_pipelined's bits): a flat
+// row's top-p, which reads and sums a band, 80.7 -> 70.2 us (one thread, five alternating runs).
 // With `near.ids`, the entries >= (the max so far) + near.below_max are also listed, id order:
 // a superset of those >= the row's max + below_max, found without a second read. With `band`
 // (blocks of whole words), its bits and below sums come from the same Exp. Returns false
@@ -1167,23 +1176,44 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   // An undivided float32 row is its own buffer: the block is still in L1 for the Exp (38 -> 35
   // us per cached 128k row).
   constexpr bool kInPlace = !kDivide && std::is_same_v<Source, Float32Source>;
+  // At t = 1 the block's sums come with its read (AddExp, as block_softmax_stats_pipelined's):
+  // direct, and used where DirectExpFits.
+  const auto vfrom = hn::Set(d, band != nullptr ? band->from : 0.0f);
+  const auto vto = hn::Set(d, band != nullptr ? band->to : 0.0f);
+  BandMarks<decltype(d)> marks(band != nullptr ? band->bits : nullptr, n);
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
     auto max = hn::Set(d, -kInf);
-    const bool bad =
-        for_each_vector<kDivide>(src, start, end, quotient, [&](size_t i, auto v, auto) {
-          max = hn::Max(max, v);
-          if constexpr (!kInPlace) hn::StoreU(v, d, buffer + (i - start));
-          if (out.dst == nullptr) return;
-          if (repeat_lanes) {
-            v = repetition.Where(d, i, v);  // the padded tail's -inf stays -inf
-            if (may_overflow) overflowed.Check(d, v);
+    PartialSums<decltype(d)> sum(d), under(d);
+    auto read = [&](auto banded) {
+      return for_each_vector<kDivide>(src, start, end, quotient, [&](size_t i, auto v, auto valid) {
+        max = hn::Max(max, v);
+        if constexpr (!kInPlace) hn::StoreU(v, d, buffer + (i - start));
+        if constexpr (!kDivide) {
+          const auto term = ExpTermOf(d, v);
+          sum.AddExp(term);
+          if constexpr (decltype(banded)::value) {
+            const auto below = hn::Lt(v, vfrom);
+            under.AddExp(term, below);
+            const auto in_band = hn::AndNot(below, hn::Le(v, vto));
+            if (i + lanes > end)
+              marks.Mark(std::true_type(), i, in_band, valid);  // the padded last vector
+            else
+              marks.Mark(std::false_type(), i, in_band, valid);
           }
-          if (i + lanes <= end)
-            hn::StoreU(v, d, out.dst + i);
-          else
-            StoreTail(d, v, out.dst + i, end - i);
-        });
+        }
+        if (out.dst == nullptr) return;
+        if (repeat_lanes) {
+          v = repetition.Where(d, i, v);  // the padded tail's -inf stays -inf
+          if (may_overflow) overflowed.Check(d, v);
+        }
+        if (i + lanes <= end)
+          hn::StoreU(v, d, out.dst + i);
+        else
+          StoreTail(d, v, out.dst + i, end - i);
+      });
+    };
+    const bool bad = !kDivide && band != nullptr ? read(std::true_type()) : read(std::false_type());
     if (bad || overflowed.Any(d)) return false;
     if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
@@ -1199,12 +1229,16 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     const float* values = buffer;
     if constexpr (kInPlace) values = reinterpret_cast<const float*>(src.Address(start));
     const LineByLine next_block(src.Address(end), src.Address(std::min(n, end + block)));
-    if (band == nullptr) {
-      block_sums[b] = statistics_block_sum<!kDivide>(values, end - start, block_max[b], next_block);
-    } else {
+    if (!kDivide && DirectExpFits(block_max[b], end - start)) {
+      const double scale = std::exp(-static_cast<double>(block_max[b]));
+      block_sums[b] = sum.Total(d) * scale;
+      if (band != nullptr) band->below_sums[b] = under.Total(d) * scale;
+    } else if (band == nullptr) {
+      block_sums[b] = block_sum_below_max(values, end - start, block_max[b], next_block);
+    } else {  // its bits marked again, the same
       ValueBand block_band{band->from, band->to, band->bits + start / 8, band->below_sums + b};
-      block_sums[b] = statistics_block_sum<!kDivide>(values, end - start, block_max[b], next_block,
-                                                     &block_band);
+      block_sums[b] =
+          block_sum_below_max(values, end - start, block_max[b], next_block, &block_band);
     }
     if (near->ids == nullptr || near->count > near->room) continue;  // none, or stopped
     max_so_far = std::max(max_so_far, block_max[b]);
@@ -1326,11 +1360,11 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
         const size_t stop = kGroups ? std::min(size, i + groups.group) : size;
         for (; i + lanes <= stop; i += lanes) {
           prefetch.Step();
-          sum.AddExp(d, read(i, std::true_type()));
+          sum.AddExp(ExpTermOf(d, read(i, std::true_type())));
         }
         if (kGroups && (i & (groups.group - 1)) == 0) flush();  // a whole group read
       }
-      if (i < size) sum.AddExp(d, read(i, std::false_type()));  // padded with -inf
+      if (i < size) sum.AddExp(ExpTermOf(d, read(i, std::false_type())));  // padded with -inf
       if (!finish(&block_max[b])) return false;
       const float m = block_max[b];
       // Where the sum is kept, NaN and +inf make it NaN (kExpPropagatesNaN; a max may drop them).
@@ -1338,7 +1372,7 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
         const double total = sum.Total(d);
         block_sums[b] = m == -kInf ? 0.0 : total * std::exp(-static_cast<double>(m));
         if (std::isnan(total)) return false;
-      } else {  // summed relative to its max, as statistics_block_sum does: the block read again
+      } else {  // summed relative to its max, as block_sum_below_max does: the block read again
         const float* values = reinterpret_cast<const float*>(src.Address(start));
         if constexpr (!kInPlace) {
           for_each_vector<false>(src, start, end, quotient, [&](size_t at, auto v, auto) {
@@ -1346,7 +1380,7 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
           });
           values = buffer;
         }
-        block_sums[b] = statistics_block_sum<false>(values, end - start, m, LineByLine());
+        block_sums[b] = block_sum_below_max(values, end - start, m, LineByLine());
         if (kExpPropagatesNaN && std::isnan(block_sums[b])) return false;
       }
     }

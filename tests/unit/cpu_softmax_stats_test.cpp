@@ -146,6 +146,49 @@ TEST(CpuSoftmaxStats, BothWaysOfSummingABlockAgreeAndHoldTheirBound) {
   }
 }
 
+// A band marked on the way (top-p on a flat row): the same block maxima and sums as without it,
+// the entries in [from, to] marked and no others, and each block's sum below `from` within 2e-6 of
+// the exact one (beside the flush); whichever way the block is summed (wide_row), every dtype, t.
+TEST(CpuSoftmaxStats, ABandKeepsTheSumsAndMarksItsEntries) {
+  const size_t n = 5 * kBlock + 77, blocks = 6;
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    const auto row = wide_row(dtype, 12);
+    for (const float t : {1.0f, 0.7f}) {
+      std::vector<float> x(n);
+      ASSERT_EQ(cpu::load_row(row.data(), dtype, x.data(), n, t), -1);
+      std::vector<uint8_t> bits((n + 7) / 8, 0xAA);
+      std::vector<double> below(blocks, -1.0);
+      cpu::ValueBand band{-1.0f, 2.0f, bits.data(), below.data()};
+      Stats with;
+      with.block_max.assign(blocks, 0.0f);
+      with.block_sums.assign(blocks, 0.0);
+      std::vector<float> buffer(kBlock + 64);
+      cpu::NearMax none;
+      ASSERT_TRUE(cpu::block_softmax_stats(row.data(), dtype, n, t, kBlock, buffer.data(),
+                                           with.block_max.data(), with.block_sums.data(), &none, {},
+                                           &band));
+      const Stats plain = stats_of(row.data(), dtype, n, t, false);
+      EXPECT_EQ(with.block_max, plain.block_max);
+      EXPECT_EQ(with.block_sums, plain.block_sums);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ((bits[i / 8] >> (i % 8)) & 1, x[i] >= band.from && x[i] <= band.to ? 1 : 0)
+            << "entry " << i << ", t " << t;
+      for (size_t b = 0; b < blocks; ++b) {
+        const size_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+        const float max = plain.block_max[b];
+        double exact = 0;
+        for (size_t i = begin; i < end; ++i)
+          if (x[i] < band.from && x[i] - max >= -86.9f)
+            exact += std::exp(static_cast<double>(x[i]) - max);
+        // A direct sum keeps entries over 86.9 below the max that the relative one flushes:
+        // 2048 e^-86.9 at most, nothing beside a block's own total (1 or more).
+        EXPECT_NEAR(below[b], exact, 2e-6 * exact + 2048 * std::exp(-86.9))
+            << "dtype " << static_cast<int>(dtype) << ", t " << t << ", block " << b;
+      }
+    }
+  }
+}
+
 // A block of one entry x whose max DirectExpFits sums exp(x) and scales it by exp(-x) in double:
 // its sum is the direct term's relative error plus 1, within 4.6e-7 of 1 (the bound checked
 // offline over every float), here on a grid over the range, positive x included.
