@@ -252,9 +252,10 @@ TEST(CpuSoftmaxStats, PipelinedPassWritesTheRepeatedRow) {
 }
 
 // NaN or +inf in the first block, a middle one of -inf only (where a lane's max drops the NaN
-// for the -inf read after it), beside the previous block's Exp, or in the short last block; for
-// every source type, undivided and divided (AVX-512 finds them in the block's sum, not by a
-// compare on every vector). Or made by a penalty r < 1 on the largest float: the pass says so.
+// for the -inf read after it), beside the previous block's Exp, or in the short last block, and
+// in blocks summed either way at t = 1; for every source type, undivided and divided, by either
+// loop (AVX-512's pipelined one finds them in the block's sum, not by a compare on every
+// vector). Or made by a penalty r < 1 on the largest float: the pass says so.
 TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
   const size_t n = 3 * kBlock + 77;
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
@@ -265,6 +266,20 @@ TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
           put(row, dtype, at, bad);
           EXPECT_FALSE(stats_of(row.data(), dtype, n, t, false).ok)
               << bad << " at " << at << ", t " << t << ", dtype " << static_cast<int>(dtype);
+          EXPECT_FALSE(stats_of(row.data(), dtype, n, t, true).ok)
+              << "listing: " << bad << " at " << at << ", t " << t;
+        }
+      }
+      // In wide_row's blocks summed either way (the direct sum of a block over 80 may itself be
+      // NaN: not a reason to refuse, as BothWaysOfSummingABlockAgreeAndHoldTheirBound shows).
+      for (const size_t at : {size_t{7}, kBlock + 5, 2 * kBlock + 9, 3 * kBlock + 1, 4 * kBlock + 3,
+                              5 * kBlock + 76}) {
+        for (const float bad : {std::numeric_limits<float>::quiet_NaN(), kInf}) {
+          auto row = wide_row(dtype, 13);
+          put(row, dtype, at, bad);
+          for (const bool listing : {false, true})
+            EXPECT_FALSE(stats_of(row.data(), dtype, 5 * kBlock + 77, t, listing).ok)
+                << bad << " at " << at << ", t " << t << ", listing " << listing;
         }
       }
     }
