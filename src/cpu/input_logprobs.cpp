@@ -161,7 +161,10 @@ RawValues log_softmax_terms(const void* src, DType dtype, int64_t n, BlockMaxima
 
 RawValues log_softmax_map(float max, double total) {
   if (max == kNegInf) return {kNegInf, 0.0f};  // the identity: the row stays -inf
-  return {max, static_cast<float>(std::log(total))};
+  // The max's own term is exp(0) = 1, so the total is at least 1; the statistics at t = 1 sum
+  // exp(x) and scale after, which can leave it up to 4.6e-7 under (and a lone max's logprob
+  // positive).
+  return {max, static_cast<float>(std::log(std::max(total, 1.0)))};
 }
 
 bool summarise_while_converting(const void* src, DType dtype, int64_t n, float* dst,

@@ -13,7 +13,8 @@ RawLogprobs raw_logprobs_of_caller_row(const void* src, DType dtype, int64_t n, 
                                        SortScratch scratch, const RawRowSummary* summary,
                                        const ParallelFor& parallel);
 
-// log_softmax's map from a row's max and sum of exp(x - max): the identity for an all -inf row.
+// log_softmax's map from a row's max and sum of exp(x - max), that sum taken as at least 1 (the
+// max's own term): the identity for an all -inf row.
 RawValues log_softmax_map(float max, double total);
 
 // Backend::convert_row_summarised's one read: src into dst (repetition_penalty's factor where

@@ -32,11 +32,12 @@ constexpr float kExpFlushBelow = -86.9f;
 
 // The blocks (of at most 2048 entries) whose max lets the statistics at t = 1 sum exp(x) itself
 // (AddExp: no subtraction, the add fused), scaled by exp(-max) in double after: up to 80, no float
-// partial sum overflows (each lane's 128 entries of at most e^80 stay below 2^123), and from -40
-// the entries the exp flushes (x < -86.9) lie e^-46.9 or more below the block's max, where they
+// partial sum overflows (a block's 2048 entries of at most e^80 add up to under 2^127), and from
+// -40 the entries the exp flushes (x < -86.9) lie e^-46.9 or more below the block's max, where they
 // add nothing to its float sum. Other blocks sum exp(x - max), as at other temperatures. Each
 // direct term, rounded to float, lies within 4.6e-7 of exp(x), relative (6.6 ULP, at 79.8; 3.9e-7
-// and 6.0 ULP below 0), monotone: checked offline over every float in [-86.9, 80].
+// and 6.0 ULP below 0), monotone: checked offline over every float in [-86.9, 80]; other targets
+// take ExpFlushToZero's polynomial up to 80 (DirectTermsHoldTheirBound holds them to 4.6e-7 too).
 inline bool DirectExpFits(float max, size_t block) {
   return max >= -40.0f && max <= 80.0f && block <= 2048;
 }
@@ -60,9 +61,10 @@ HWY_INLINE V ScaledOrFlushed(D d, V y, V t, V x) {
   return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, kExpFlushBelow)), hn::BitCast(d, scaled));
 }
 
-// exp(x) for x <= 0, as the softmax kernels need it (x - max): relative error below 4.1e-7 (at
-// most 5.01 ULP, near the bottom of the range; 2.74 ULP above -20) and monotone (all three checked
-// over every float in [-86.9, 0]); below -86.9 it flushes to 0, so the scaling by 2^k never leaves
+// exp(x) for x <= 0, as the softmax kernels need it (x - max; and up to 80 for the statistics at
+// t = 1, DirectExpFits): relative error below 4.1e-7 (at most 5.01 ULP, near the bottom of the
+// range; 2.74 ULP above -20) and monotone (all three checked over every float in [-86.9, 0]);
+// below -86.9 it flushes to 0, so the scaling by 2^k never leaves
 // the normal range. Reduction by ln 2 rounded to float in one FMA (its error grows with |k|: the
 // larger errors sit on weights that add nothing to a softmax sum; targets without FMA take ln 2 in
 // two parts, Cody and Waite's way), a degree-5 polynomial (coefficients fitted for relative error
@@ -1256,7 +1258,8 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 constexpr size_t kMaxBlockGroups = 2048 / 64;
 
 // block_softmax_stats_pass without a near list or band. At t = 1, one loop: each vector is summed
-// as it is read (AddExp, DirectExpFits), with no block max to wait for and no buffer: a bf16 152k
+// as it is read (AddExp, DirectExpFits), with no block max to wait for and no buffer (a block
+// summed below its max is read again into it): a bf16 152k
 // row's statistics 27.5 -> 22.4 us, a float32 one 25.8 -> 22.2 (Zen 4, one L2-resident row, medians
 // of ten alternating runs), the bench's bf16 mix 0.915x (one thread). At other t,
 // software-pipelined: block b's Exp and block b + 1's read in one loop, each vector of the buffer

@@ -760,6 +760,29 @@ TEST_P(BackendKernels, RawValuesRankAndOrderByValueThenId) {
   }
 }
 
+// A probability is at most 1: the max's own term is exp(0) = 1, so log_sum >= 0 and the max's
+// log_softmax value is at most 0, even where a sum's arithmetic rounds that term below 1 (the cpu
+// backend's statistics at t = 1 sum exp(x) and scale by exp(-max) after: on AVX-512, at a max of
+// 10 or 79.81 the term comes out 1.3e-7 and 4.6e-7 under 1; elsewhere over 1, by up to 4.6e-7).
+// A lone max, every other entry far below it.
+TEST_P(BackendKernels, RawLogprobOfALoneMaxIsZero) {
+  for (const float max : {10.0f, 79.81f, 1.0f, 0.0f, -3.25f}) {
+    std::vector<float> x(static_cast<size_t>(n()), max - 200.0f);
+    const TokenId at = static_cast<TokenId>(n() / 2);
+    x[static_cast<size_t>(at)] = max;
+    TokenId id = -1;
+    float value = 1.0f;
+    const lastmile::detail::RawLogprobs raw = backend().input_raw_logprobs(
+        x.data(), lastmile::DType::f32, n(), true, at, 1, &id, &value, scratch());
+    EXPECT_GE(raw.values.log_sum, 0.0f) << "max " << max;
+    EXPECT_LE(raw.values.log_sum, 4.6e-7f) << "max " << max;
+    EXPECT_EQ(id, at);
+    EXPECT_LE(value, 0.0f) << "max " << max;
+    EXPECT_EQ(value, raw.values(max));
+    EXPECT_EQ(raw.rank, 1);
+  }
+}
+
 // A top-N answer can lie below every entry a fast path reads first: the k-th largest logit a
 // and a' one float step below it (token 7, a lower id) map to one value under log_softmax's
 // rounding, so the k-th largest value goes to a', by id. The k - 1 larger logits and a sit

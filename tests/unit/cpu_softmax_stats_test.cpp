@@ -208,8 +208,10 @@ TEST(CpuSoftmaxStats, DirectTermsHoldTheirBound) {
 // divided), a short last group included, and leave the statistics' bits as they were.
 TEST(CpuSoftmaxStats, GroupMaximaComeWithTheStatisticsAndChangeNone) {
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const size_t n : {size_t{1}, size_t{100}, kBlock, 3 * kBlock + 77, 5 * kBlock}) {
-      const auto row = caller_row(dtype, n, n + 3);
+    for (const size_t n :
+         {size_t{1}, size_t{100}, kBlock, 3 * kBlock + 77, 5 * kBlock, 5 * kBlock + 77}) {
+      // The last size: wide_row, blocks summed either way.
+      const auto row = n == 5 * kBlock + 77 ? wide_row(dtype, 15) : caller_row(dtype, n, n + 3);
       for (const size_t group : {size_t{64}, size_t{256}, size_t{1024}}) {
         const size_t groups = (n + group - 1) / group;
         std::vector<float> want(groups);
@@ -235,19 +237,31 @@ TEST(CpuSoftmaxStats, GroupMaximaComeWithTheStatisticsAndChangeNone) {
 }
 
 // The row written on the way is load_row_repeated's, entry for entry, penalised where seen.
+// Either loop: the statistics stay those of the caller's row (not the written one), on a row of
+// blocks summed either way (wide_row) too.
 TEST(CpuSoftmaxStats, PipelinedPassWritesTheRepeatedRow) {
-  const size_t n = 3 * kBlock + 77;
-  const auto row = caller_row(DType::bf16, n, 7);
-  std::vector<uint64_t> seen((n + 63) / 64);
-  std::mt19937_64 rng(8);
-  for (uint64_t& word : seen) word = rng() & rng();
-  for (const float r : {1.1f, 0.9f}) {
-    std::vector<float> got(n), want(n);
-    const Stats s = stats_of(row.data(), DType::bf16, n, 1.0f, false, {got.data(), seen.data(), r});
-    ASSERT_TRUE(s.ok);
-    ASSERT_EQ(cpu::load_row_repeated(row.data(), DType::bf16, want.data(), n, seen.data(), r), -1);
-    for (size_t i = 0; i < n; ++i)
-      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i])) << "entry " << i;
+  for (const bool wide : {false, true}) {
+    const size_t n = wide ? 5 * kBlock + 77 : 3 * kBlock + 77;
+    const auto row = wide ? wide_row(DType::bf16, 14) : caller_row(DType::bf16, n, 7);
+    std::vector<uint64_t> seen((n + 63) / 64);
+    std::mt19937_64 rng(8);
+    for (uint64_t& word : seen) word = rng() & rng();
+    for (const float r : {1.1f, 0.9f}) {
+      for (const bool listing : {false, true}) {
+        std::vector<float> got(n), want(n);
+        const Stats s =
+            stats_of(row.data(), DType::bf16, n, 1.0f, listing, {got.data(), seen.data(), r});
+        ASSERT_TRUE(s.ok);
+        ASSERT_EQ(cpu::load_row_repeated(row.data(), DType::bf16, want.data(), n, seen.data(), r),
+                  -1);
+        for (size_t i = 0; i < n; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "entry " << i;
+        const Stats plain = stats_of(row.data(), DType::bf16, n, 1.0f, listing);
+        EXPECT_EQ(s.block_max, plain.block_max) << "wide " << wide << ", listing " << listing;
+        EXPECT_EQ(s.block_sums, plain.block_sums) << "wide " << wide << ", listing " << listing;
+      }
+    }
   }
 }
 
