@@ -41,6 +41,11 @@ constexpr float kExpFlushBelow = -86.9f;
 inline bool DirectExpFits(float max, size_t block) {
   return max >= -40.0f && max <= 80.0f && block <= 2048;
 }
+// Such a block's sum of exp(x - max) from its direct sum of exp(x): both loops take it here, so
+// that they keep each other's bits.
+inline double DirectBlockSum(double sum_of_exp, float max) {
+  return sum_of_exp * std::exp(-static_cast<double>(max));
+}
 
 // The first index in [from, n) holding NaN or +inf, or -1. The vector loops flag whether any
 // full vector held one: if none did, only the scalar tail is scanned.
@@ -64,15 +69,15 @@ HWY_INLINE V ScaledOrFlushed(D d, V y, V t, V x) {
 // exp(x) for x <= 0, as the softmax kernels need it (x - max; and up to 80 for the statistics at
 // t = 1, DirectExpFits): relative error below 4.1e-7 (at most 5.01 ULP, near the bottom of the
 // range; 2.74 ULP above -20) and monotone (all three checked over every float in [-86.9, 0]);
-// below -86.9 it flushes to 0, so the scaling by 2^k never leaves
-// the normal range. Reduction by ln 2 rounded to float in one FMA (its error grows with |k|: the
-// larger errors sit on weights that add nothing to a softmax sum; targets without FMA take ln 2 in
-// two parts, Cody and Waite's way), a degree-5 polynomial (coefficients fitted for relative error
-// 1.05e-7 on |r| <= ln 2 / 2), and 2^k applied exactly (ScaledOrFlushed). Seven multiplies a
-// vector, where the 1-ULP version (a two-part ln 2 and degree 6) took nine: the exp passes are
-// compute-bound, and exp_block_sums over a cached 128k row went 42.3 -> 34.4 us on Zen 3 (the two
-// builds timed in turns). 1 + r + r^2 p(r), not Horner's form to the end, keeps it monotone.
-// AVX-512 targets take the table exp below instead.
+// below -86.9 it flushes to 0, so the scaling by 2^k never leaves the normal range. Reduction by ln
+// 2 rounded to float in one FMA (its error grows with |k|: the larger errors sit on weights that
+// add nothing to a softmax sum; targets without FMA take ln 2 in two parts, Cody and Waite's way),
+// a degree-5 polynomial (coefficients fitted for relative error 1.05e-7 on |r| <= ln 2 / 2), and
+// 2^k applied exactly (ScaledOrFlushed). Seven multiplies a vector, where the 1-ULP version (a
+// two-part ln 2 and degree 6) took nine: the exp passes are compute-bound, and exp_block_sums over
+// a cached 128k row went 42.3 -> 34.4 us on Zen 3 (the two builds timed in turns). 1 + r + r^2
+// p(r), not Horner's form to the end, keeps it monotone. AVX-512 targets take the table exp below
+// instead.
 template <class D, class V>
 HWY_INLINE V ExpFlushToZero(D d, V x) {
   const auto round_bias = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: t's low bits hold round(x/ln 2)
@@ -1227,14 +1232,13 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
       }
       continue;
     }
-    // The next block streams in while this one's Exp runs (LineByLine).
+    // A block summed below its max: the next block streams in while its Exp runs (LineByLine).
     const float* values = buffer;
     if constexpr (kInPlace) values = reinterpret_cast<const float*>(src.Address(start));
     const LineByLine next_block(src.Address(end), src.Address(std::min(n, end + block)));
     if (!kDivide && DirectExpFits(block_max[b], end - start)) {
-      const double scale = std::exp(-static_cast<double>(block_max[b]));
-      block_sums[b] = sum.Total(d) * scale;
-      if (band != nullptr) band->below_sums[b] = under.Total(d) * scale;
+      block_sums[b] = DirectBlockSum(sum.Total(d), block_max[b]);
+      if (band != nullptr) band->below_sums[b] = DirectBlockSum(under.Total(d), block_max[b]);
     } else if (band == nullptr) {
       block_sums[b] = block_sum_below_max(values, end - start, block_max[b], next_block);
     } else {  // its bits marked again, the same
@@ -1259,9 +1263,9 @@ constexpr size_t kMaxBlockGroups = 2048 / 64;
 
 // block_softmax_stats_pass without a near list or band. At t = 1, one loop: each vector is summed
 // as it is read (AddExp, DirectExpFits), with no block max to wait for and no buffer (a block
-// summed below its max is read again into it): a bf16 152k
-// row's statistics 27.5 -> 22.4 us, a float32 one 25.8 -> 22.2 (Zen 4, one L2-resident row, medians
-// of ten alternating runs), the bench's bf16 mix 0.915x (one thread). At other t,
+// summed below its max is read again into it): a bf16 152k row's statistics 27.5 -> 22.4 us, a
+// float32 one 25.8 -> 22.2 (Zen 4, one L2-resident row, medians of ten alternating runs), the
+// bench's bf16 mix 0.915x (one thread). At other t,
 // software-pipelined: block b's Exp and block b + 1's read in one loop, each vector of the buffer
 // read by the Exp before the next block's replaces it. The read (widening, max, checks, stores)
 // and the Exp (multiplies) load different units, which the two loops one after the other left
@@ -1373,7 +1377,7 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
       // Where the sum is kept, NaN and +inf make it NaN (kExpPropagatesNaN; a max may drop them).
       if (m == -kInf || DirectExpFits(m, end - start)) {
         const double total = sum.Total(d);
-        block_sums[b] = m == -kInf ? 0.0 : total * std::exp(-static_cast<double>(m));
+        block_sums[b] = m == -kInf ? 0.0 : DirectBlockSum(total, m);
         if (std::isnan(total)) return false;
       } else {  // summed relative to its max, as block_sum_below_max does: the block read again
         const float* values = reinterpret_cast<const float*>(src.Address(start));
