@@ -72,6 +72,18 @@ Stats stats_of(const void* src, DType dtype, size_t n, float t, bool listing,
   return s;
 }
 
+// Whether the block-by-block loop with a band (top-p's on a flat row) accepts the row.
+bool banded_ok(const void* src, DType dtype, size_t n, float t) {
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<float> buffer(kBlock + 64), block_max(blocks);
+  std::vector<double> block_sums(blocks), below(blocks);
+  std::vector<uint8_t> bits((n + 7) / 8);
+  cpu::ValueBand band{-1.0f, 2.0f, bits.data(), below.data()};
+  cpu::NearMax none;
+  return cpu::block_softmax_stats(src, dtype, n, t, kBlock, buffer.data(), block_max.data(),
+                                  block_sums.data(), &none, {}, &band);
+}
+
 TEST(CpuSoftmaxStats, PipelinedPassHasTheBitsOfTheBlockByBlockPass) {
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     for (const size_t n : {size_t{1}, size_t{100}, kBlock, 3 * kBlock + 77, 5 * kBlock}) {
@@ -267,9 +279,10 @@ TEST(CpuSoftmaxStats, PipelinedPassWritesTheRepeatedRow) {
 
 // NaN or +inf in the first block, a middle one of -inf only (where a lane's max drops the NaN
 // for the -inf read after it), beside the previous block's Exp, or in the short last block, and
-// in blocks summed either way at t = 1; for every source type, undivided and divided, by either
-// loop (AVX-512's pipelined one finds them in the block's sum, not by a compare on every
-// vector). Or made by a penalty r < 1 on the largest float: the pass says so.
+// in blocks summed either way at t = 1; for every source type, undivided and divided, by each
+// loop: the pipelined one, and the block-by-block one listing or marking a band (on AVX-512 both
+// find them at t = 1 in the block sums, not by a compare on every vector). Or made by a penalty
+// r < 1 on the largest float: the pass says so.
 TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
   const size_t n = 3 * kBlock + 77;
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
@@ -282,6 +295,8 @@ TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
               << bad << " at " << at << ", t " << t << ", dtype " << static_cast<int>(dtype);
           EXPECT_FALSE(stats_of(row.data(), dtype, n, t, true).ok)
               << "listing: " << bad << " at " << at << ", t " << t;
+          EXPECT_FALSE(banded_ok(row.data(), dtype, n, t))
+              << "banded: " << bad << " at " << at << ", t " << t;
         }
       }
       // In wide_row's blocks summed either way (the direct sum of a block over 80 may itself be
@@ -294,6 +309,8 @@ TEST(CpuSoftmaxStats, PipelinedPassRefusesNaNAndInfinityAnywhere) {
           for (const bool listing : {false, true})
             EXPECT_FALSE(stats_of(row.data(), dtype, 5 * kBlock + 77, t, listing).ok)
                 << bad << " at " << at << ", t " << t << ", listing " << listing;
+          EXPECT_FALSE(banded_ok(row.data(), dtype, 5 * kBlock + 77, t))
+              << "banded: " << bad << " at " << at << ", t " << t;
         }
       }
     }
