@@ -682,9 +682,20 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
     double unused;
     return cpu::exp_with_block_sums(samples, weights, count, max, count, &unused);
   };
+  auto run_start = [&](size_t run) { return run * (n / kRuns) / kRun * kRun; };
   auto load_run = [&](size_t run, float* to) {  // run r of kRuns, on a 16-entry boundary
-    load_scaled(src, dtype, run * (n / kRuns) / kRun * kRun, kRun, t, to);
+    load_scaled(src, dtype, run_start(run), kRun, t, to);
   };
+  // Every run's lines asked for first: the row is cold and the runs scattered, which no hardware
+  // prefetcher follows, and loaded one call at a time their misses came nearly one after another
+  // (the loads were 8% of a flat row's profile). Unlike the streaming reads' requests
+  // (software_prefetch_pays), these pay on Zen 4 too: flat top-p 71.5 -> 68.4 us a row. The lines
+  // are the row's own, read by the statistics pass next whether or not the row is flat.
+  for (size_t run = 0; run < kRuns; ++run) {
+    const auto* first = static_cast<const char*>(entry_at(src, dtype, run_start(run)));
+    __builtin_prefetch(first);
+    __builtin_prefetch(first + kRun * element_size(dtype) - 1);
+  }
   for (size_t j = 0; j < kFirstLook; ++j) load_run(j * (kRuns / kFirstLook), samples + j * kRun);
   if (mass_of(kFirstLook * kRun) < kFirstLookMass) return std::nullopt;
   for (size_t run = 0; run < kRuns; ++run) load_run(run, samples + run * kRun);
