@@ -1189,8 +1189,9 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   const auto vfrom = hn::Set(d, band != nullptr ? band->from : 0.0f);
   const auto vto = hn::Set(d, band != nullptr ? band->to : 0.0f);
   BandMarks<decltype(d)> marks(band != nullptr ? band->bits : nullptr, n);
-  // NaN and +inf found in the block sums, not by a compare a vector (kExpPropagatesNaN): a NaN's
-  // direct term is NaN, and +inf makes the block's max +inf, summed below it as inf - inf. Three
+  // NaN and +inf found in the block sums, not by a compare a vector (kExpPropagatesNaN): their
+  // direct terms are NaN, and so are their terms in a block summed below its max (+inf's max, or
+  // one outside the direct range), as inf - inf or NaN - max. Three
   // operations a vector fewer: a flat row's banded pass 25.2 -> 22.4 us, an LLM row's listing
   // one 33.6 -> 30.7 (bf16 152k; Zen 4, one L2-resident row, medians of 300 calls); flat top-p
   // 71.5 -> 69.4 us a row (one thread, five alternating runs).
@@ -1235,7 +1236,7 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
     if (out.seen != nullptr && !repeat_lanes && !repeat_seen(out, start, end)) return false;
     block_max[b] = hn::GetLane(hn::MaxOfLanes(d, max));
     block_sums[b] = 0;
-    // The max may have dropped a NaN (or +inf) for a later -inf in its lane: the sum keeps it.
+    // A lane's max may drop a NaN (and a +inf before it) for a later -inf: the sum keeps them.
     if (kSumsShowBad && block_max[b] == -kInf && std::isnan(sum.Total(d))) return false;
     if (block_max[b] == -kInf) {
       if (band != nullptr) {  // -inf only: nothing below the band, nothing marked in it
