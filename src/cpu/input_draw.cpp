@@ -671,8 +671,7 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
   // of 1024 dependent maxss (1.4 us of a flat row's 90), and GCC left a scalar NaN test's loop
   // unvectorised (1% of a flat row's profile). +inf, as NaN, says not flat.
   auto any_bad = [&](size_t count) { return cpu::find_nan_or_inf(samples, count) >= 0; };
-  auto mass_of = [&](size_t count) {  // of samples[0, count), in units of the largest
-    if (any_bad(count)) return 0.0;
+  auto mass_of = [&](size_t count) {  // of samples[0, count) (tested), in units of the largest
     const float max = cpu::row_max(samples, count);
     if (!std::isfinite(max)) return 0.0;  // -inf throughout
     double unused;
@@ -693,11 +692,12 @@ std::optional<ValueRange> flat_row_band(const void* src, DType dtype, size_t n, 
     __builtin_prefetch(first + kRun * element_size(dtype) - 1);
   }
   for (size_t j = 0; j < kFirstLook; ++j) load_run(j * (kRuns / kFirstLook), samples + j * kRun);
-  if (mass_of(kFirstLook * kRun) < kFirstLookMass) return std::nullopt;
+  if (any_bad(kFirstLook * kRun) || mass_of(kFirstLook * kRun) < kFirstLookMass)
+    return std::nullopt;
   for (size_t run = 0; run < kRuns; ++run) load_run(run, samples + run * kRun);
-  if (any_bad(kSamples)) return std::nullopt;
-  sort_samples(samples, kSamples, 16);     // by the top 16 bits: enough to place a band
-  const double total = mass_of(kSamples);  // weights now in (about) ascending order
+  if (any_bad(kSamples)) return std::nullopt;  // sort_samples takes no NaN
+  sort_samples(samples, kSamples, 16);         // by the top 16 bits: enough to place a band
+  const double total = mass_of(kSamples);      // weights now in (about) ascending order
   if (total < kFlatMass) return std::nullopt;
   double cumulative = 0;
   size_t crossing = 0;

@@ -1191,10 +1191,10 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   BandMarks<decltype(d)> marks(band != nullptr ? band->bits : nullptr, n);
   // NaN and +inf found in the block sums, not by a compare a vector (kExpPropagatesNaN): their
   // direct terms are NaN, and so are their terms in a block summed below its max (+inf's max, or
-  // one outside the direct range), as inf - inf or NaN - max. Three
-  // operations a vector fewer: a flat row's banded pass 25.2 -> 22.4 us, an LLM row's listing
-  // one 33.6 -> 30.7 (bf16 152k; Zen 4, one L2-resident row, medians of 300 calls); flat top-p
-  // 71.5 -> 69.4 us a row (one thread, five alternating runs).
+  // one outside the direct range), as inf - inf or NaN - max. Three operations a vector fewer: a
+  // flat float32 128k row's banded pass 25.2 -> 22.4 us, an LLM-shaped bf16 152k row's listing
+  // one 33.6 -> 30.7 (Zen 4, one L2-resident row, medians of 300 calls); flat top-p 71.5 -> 69.4
+  // us a row (one thread, five alternating runs).
   constexpr bool kSumsShowBad = !kDivide && kExpPropagatesNaN;
   for (size_t start = 0, b = 0; start < n; start += block, ++b) {
     const size_t end = std::min(n, start + block);
@@ -1396,9 +1396,10 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
       } else {  // summed relative to its max, as block_sum_below_max does: the block read again
         const float* values = reinterpret_cast<const float*>(src.Address(start));
         if constexpr (!kInPlace) {
-          for_each_vector<false>(src, start, end, quotient, [&](size_t at, auto v, auto) {
-            hn::StoreU(v, d, buffer + (at - start));
-          });
+          for_each_vector<false>(  // checked by the first read, or by the sum below
+              src, start, end, quotient,
+              [&](size_t at, auto v, auto) { hn::StoreU(v, d, buffer + (at - start)); },
+              std::false_type());
           values = buffer;
         }
         block_sums[b] = block_sum_below_max(values, end - start, m, LineByLine());
