@@ -190,6 +190,12 @@ HWY_INLINE ExpTerm ExpTermOf(hn::Full512<float> d, hn::Vec512<float> x) {
   const TableExp e = TableExpParts(d, x);
   return {e.scale, hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f)), NotFlushed(x)};
 }
+// ExpTermOf(x) where no lane of x lies below the flush point (the caller knows): every lane kept,
+// with no compare.
+HWY_INLINE ExpTerm UnflushedExpTermOf(hn::Full512<float> d, hn::Vec512<float> x) {
+  const TableExp e = TableExpParts(d, x);
+  return {e.scale, hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f)), static_cast<__mmask16>(0xFFFF)};
+}
 #endif
 // Other targets: ExpFlushToZero(x), added.
 template <class V>
@@ -1275,6 +1281,73 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
 // groups of 64 at least).
 constexpr size_t kMaxBlockGroups = 2048 / 64;
 
+#if HWY_TARGET <= HWY_AVX3
+// A bf16 block's sum at t = 1 (AddExp, every lane kept) and its max (with kGroups, its groups'
+// maxima too), read 32 words at a time: the max taken on the words as 16-bit integers, which
+// order positive floats as floats, and their unsigned max showing whether any entry lies below the
+// Exp's flush point (-inf and negative NaN included). Two integer operations for two vectors
+// replace a float max and the flush compare on each; the statistics pass over a bf16 row is bound
+// by its vector operations, and the bench's bf16 mix took 0.955x the time (one thread, four
+// alternating runs, Zen 4; greedy rows 27.6 -> 26.2 us). False, having written nothing, where the
+// words cannot tell: a block or group whose max is not above +0 (all entries negative, or -0
+// beside +0, whose float max differs), one holding +inf or NaN, or an entry the Exp flushes; the
+// float read then takes the block. Otherwise the same sum (the masked FMA with every lane kept)
+// and the same maxima (positive floats' bits are their order) as that read.
+template <bool kGroups, class Sums>
+HWY_INLINE bool Bf16BlockByWords(const uint16_t* HWY_RESTRICT x, size_t size, size_t group,
+                                 Sums& sum, float* block_max, float* group_max,
+                                 LineByLine& prefetch) {
+  const hn::Full512<float> d;
+  const hn::Full512<int16_t> dw;
+  constexpr uint16_t kFirstFlushed = 0xC2AE;  // -87: the bf16 words below -86.9 are these and up
+  constexpr int16_t kInfinity = 0x7F80;
+  // Word j (j < 16; j + 16 for the upper half) into the top half of lane j, the bottom zeroed.
+  const __m512i lower = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0,
+                                         6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+  const __m512i upper = _mm512_add_epi16(lower, _mm512_set1_epi16(16));
+  if (kGroups && size % group != 0) return false;
+  const size_t groups = kGroups ? size / group : 1, words = kGroups ? group : size;
+  HWY_ALIGN int16_t maxima[kGroups ? kMaxBlockGroups * 32 : 32];
+  __m512i flushed = _mm512_setzero_si512();
+  Sums block_sum(d);
+  for (size_t g = 0; g < groups; ++g) {
+    __m512i max = _mm512_set1_epi16(-32768);
+    for (size_t i = g * words; i < (g + 1) * words; i += 32) {
+      const __m512i w = _mm512_loadu_si512(x + i);
+      max = _mm512_max_epi16(max, w);
+      flushed = _mm512_max_epu16(flushed, w);
+      prefetch.Step();
+      block_sum.AddExp(UnflushedExpTermOf(
+          d, hn::Vec512<float>{
+                 _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, lower, w))}));
+      prefetch.Step();
+      block_sum.AddExp(UnflushedExpTermOf(
+          d, hn::Vec512<float>{
+                 _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, upper, w))}));
+    }
+    _mm512_store_si512(maxima + g * 32, max);
+  }
+  if (hn::GetLane(hn::MaxOfLanes(hn::Full512<uint16_t>(), hn::Vec512<uint16_t>{flushed})) >=
+      kFirstFlushed)
+    return false;
+  int16_t top = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    const int16_t m = hn::GetLane(hn::MaxOfLanes(dw, hn::Load(dw, maxima + g * 32)));
+    if (m <= 0 || m >= kInfinity) return false;
+    maxima[g] = m;
+    top = std::max(top, m);
+  }
+  auto as_float = [](int16_t word) {
+    return std::bit_cast<float>(static_cast<uint32_t>(static_cast<uint16_t>(word)) << 16);
+  };
+  if constexpr (kGroups)
+    for (size_t g = 0; g < groups; ++g) group_max[g] = as_float(maxima[g]);
+  *block_max = as_float(top);
+  sum = block_sum;
+  return true;
+}
+#endif
+
 // block_softmax_stats_pass without a near list or band. At t = 1, one loop: each vector is summed
 // as it is read (AddExp, DirectExpFits), with no block max to wait for and no buffer (a block
 // summed below its max is read again into it): a bf16 152k row's statistics 27.5 -> 22.4 us, a
@@ -1376,17 +1449,28 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
       max = hn::Set(d, -kInf);
       LineByLine prefetch(src.Address(end), src.Address(std::min(n, end + block)));
       const size_t size = end - start;
-      size_t i = 0;
-      while (i + lanes <= size) {  // by groups (each from a group's start), or all at once
-        const size_t stop = kGroups ? std::min(size, i + groups.group) : size;
-        for (; i + lanes <= stop; i += lanes) {
-          prefetch.Step();
-          sum.AddExp(ExpTermOf(d, read(i, std::true_type())));
-        }
-        if (kGroups && (i & (groups.group - 1)) == 0) flush();  // a whole group read
+      bool by_words = false;
+#if HWY_TARGET <= HWY_AVX3
+      if constexpr (std::is_same_v<Source, BFloat16Source>) {
+        by_words = out.dst == nullptr && out.seen == nullptr && size % 32 == 0 &&
+                   Bf16BlockByWords<kGroups>(src.x + start, size, groups.group, sum, &block_max[b],
+                                             groups.max + group, prefetch);
+        if (kGroups && by_words) group += size / groups.group;
       }
-      if (i < size) sum.AddExp(ExpTermOf(d, read(i, std::false_type())));  // padded with -inf
-      if (!finish(&block_max[b])) return false;
+#endif
+      if (!by_words) {
+        size_t i = 0;
+        while (i + lanes <= size) {  // by groups (each from a group's start), or all at once
+          const size_t stop = kGroups ? std::min(size, i + groups.group) : size;
+          for (; i + lanes <= stop; i += lanes) {
+            prefetch.Step();
+            sum.AddExp(ExpTermOf(d, read(i, std::true_type())));
+          }
+          if (kGroups && (i & (groups.group - 1)) == 0) flush();  // a whole group read
+        }
+        if (i < size) sum.AddExp(ExpTermOf(d, read(i, std::false_type())));  // padded with -inf
+        if (!finish(&block_max[b])) return false;
+      }
       const float m = block_max[b];
       // Where the sum is kept, NaN and +inf make it NaN (kExpPropagatesNaN; a max may drop them).
       if (m == -kInf || DirectExpFits(m, end - start)) {

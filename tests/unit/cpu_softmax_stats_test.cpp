@@ -250,6 +250,40 @@ TEST(CpuSoftmaxStats, GroupMaximaComeWithTheStatisticsAndChangeNone) {
   }
 }
 
+// On AVX-512 the pipelined loop reads a bf16 block at t = 1 as 16-bit words (their max and
+// their unsigned max), and gives the block to the float read where the words cannot tell: a group
+// whose max is negative in a block whose max is not (block 0), entries below the exp's flush
+// point beside a positive max (block 1: -87, -100, -1e4, the lowest float), a block of negative
+// entries only, all above the flush point (block 2), and a block whose max is +0 beside -0 (block
+// 3). Either way, the block-by-block loop's bits and the source's group maxima, for every dtype.
+TEST(CpuSoftmaxStats, BlocksTheWordsCannotTellKeepTheirBits) {
+  const size_t n = 4 * kBlock;
+  std::mt19937_64 rng(16);
+  std::normal_distribution<float> logit(0.0f, 4.0f);
+  constexpr float kFarBelow[] = {-87.0f, -100.0f, -1e4f, std::numeric_limits<float>::lowest()};
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    std::vector<unsigned char> row(n * (dtype == DType::f32 ? 4 : 2));
+    for (size_t i = 0; i < n; ++i) {
+      float x = logit(rng);
+      if (i < 256 || i / kBlock == 2) x = -std::fabs(x) - 0.5f;
+      if (i >= kBlock + 300 && i < kBlock + 304) x = kFarBelow[i - kBlock - 300];
+      if (i / kBlock == 3) x = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : -std::fabs(x) - 0.5f;
+      put(row, dtype, i, x);
+    }
+    for (const size_t group : {size_t{64}, size_t{256}}) {
+      std::vector<float> want(n / group), got(n / group);
+      ASSERT_TRUE(cpu::source_block_max(row.data(), dtype, n, group, want.data()));
+      const Stats pipelined = stats_of(row.data(), dtype, n, 1.0f, false, {}, {group, got.data()});
+      const Stats listing = stats_of(row.data(), dtype, n, 1.0f, true);
+      ASSERT_TRUE(pipelined.ok && listing.ok);
+      EXPECT_EQ(pipelined.block_max, listing.block_max) << "dtype " << static_cast<int>(dtype);
+      EXPECT_EQ(pipelined.block_sums, listing.block_sums) << "dtype " << static_cast<int>(dtype);
+      EXPECT_EQ(got, want) << "dtype " << static_cast<int>(dtype) << ", group " << group;
+      EXPECT_EQ(stats_of(row.data(), dtype, n, 1.0f, false).block_sums, listing.block_sums);
+    }
+  }
+}
+
 // The row written on the way is load_row_repeated's, entry for entry, penalised where seen.
 // Either loop: the statistics stay those of the caller's row (not the written one), on a row of
 // blocks summed either way (wide_row) too.
