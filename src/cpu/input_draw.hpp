@@ -131,7 +131,7 @@ bool lower_and_divide(const PenalisedRow& row, SortScratch scratch, size_t liste
 // draw_from_caller_row gives over the working row, or kNoInputDraw.
 TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,
                                       double u, SortScratch scratch, const RawRowSummary& summary,
-                                      const ParallelFor& parallel);
+                                      const ParallelFor& parallel, QuotientMaxima groups = {});
 // Backend::draw_from_penalised_input: min_p alone, top-k (then top-p) with a list of 2k
 // candidates at least among its groups, or top-p alone by the raw summary (learned when not
 // asked for; the rest declined unread), as draw_from_caller_row decides them over the working

@@ -61,15 +61,15 @@ double unlisted_weight_bound(double unlisted_mass, size_t unlisted, float raw_ma
 
 TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,
                                       double u, SortScratch scratch, const RawRowSummary& summary,
-                                      const ParallelFor& parallel) {
+                                      const ParallelFor& parallel, QuotientMaxima groups) {
   const float raw_max = summary.values.max;
   if (!(raw_max > -FLT_MAX) || summary.maxima.block != block_size(static_cast<int64_t>(n)))
     return kNoInputDraw;
   const float from = raw_max - kListedBelowMax;
   bool past_room = false;
-  const size_t listed =
-      list_scaled_at_least(row.src, row.dtype, n, 1.0f, from, scratch, parallel,
-                           {summary.maxima.max, summary.maxima.block}, &past_room);
+  if (groups.max == nullptr) groups = {summary.maxima.max, summary.maxima.block};
+  const size_t listed = list_scaled_at_least(row.src, row.dtype, n, 1.0f, from, scratch, parallel,
+                                             groups, &past_room);
   if (listed == kNotListed || listed == 0 || listed > kMaxListed) return kNoInputDraw;
   int32_t* const ids = scratch.ids.data();
   float* const values = scratch.values.data();
