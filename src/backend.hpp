@@ -113,14 +113,17 @@ inline constexpr int64_t kPenalisedBlock = 2048;
 // (Backend::draw_from_penalised_input): read(context, start, count, out) writes its entries [start,
 // start + count), a range within one block of kPenalisedBlock entries, as steps 2-6 leave them;
 // lower(context, ids, values, count) takes values[i], the caller's float32 view at ids[i] (ids
-// ascending), to what steps 2-6 leave there. Step 6 only lowers entries, so none exceeds the
-// caller's row src's.
+// ascending), to what steps 2-6 leave there; seen(context, spans), if not null, puts in spans
+// every token steps 2-6 may change (duplicates allowed; unused spans empty), or returns false
+// where they are not at hand as lists. Step 6 only lowers entries, so none exceeds the caller's
+// row src's.
 struct PenalisedRow {
   const void* src = nullptr;  // the caller's row
   DType dtype = DType::f32;
   void* context = nullptr;
   void (*read)(void* context, int64_t start, int64_t count, float* out) = nullptr;
   void (*lower)(void* context, const int32_t* ids, float* values, size_t count) = nullptr;
+  bool (*seen)(void* context, std::span<const TokenId> spans[3]) = nullptr;
 };
 
 // A raw mode's active values (spec §3.1) as a map of the caller's float32 view x, which no step

@@ -88,6 +88,12 @@ struct GroupMaxima {
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
                          ConvertedRow out = {}, ValueBand* band = nullptr, GroupMaxima groups = {});
+// The sum of exp(x a - reference) over the entries x < below of a caller's row (a > 0; checked:
+// no NaN or +inf), x a - reference by one FMA (rounded once) and the vector exp (flushed below
+// -86.9), in float partial sums by blocks of 2048, blocks added in double: within 2e-5 of the
+// exact sum of those terms, relative.
+double sum_exp_scaled_below(const void* src, DType dtype, size_t n, float a, float below,
+                            float reference);
 // compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
 // held NaN or +inf (then the list means nothing). Stops once more than `limit` entries passed
 // (returning a count > limit; *bad then covers what was read): ids and values need room for

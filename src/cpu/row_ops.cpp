@@ -1578,6 +1578,29 @@ bool block_softmax_stats_pipelined(Source src, size_t n, float t, size_t block,
   return true;
 }
 
+double sum_exp_scaled_below(const void* HWY_RESTRICT src, DType dtype, size_t n, float a,
+                            float below, float reference) {
+  return with_source(src, dtype, [&](auto source) {
+    const hn::ScalableTag<float> d;
+    const size_t lanes = hn::Lanes(d);
+    const auto va = hn::Set(d, a), vbelow = hn::Set(d, below);
+    const auto negated = hn::Set(d, -reference);
+    double total = 0;
+    for (size_t start = 0; start < n; start += 2048) {
+      const size_t end = std::min(n, start + 2048);
+      PartialSums<decltype(d)> sum(d);
+      auto add = [&](hn::Vec<decltype(d)> x, hn::Mask<decltype(d)> valid) {
+        sum.AddExp(ExpTermOf(d, hn::MulAdd(x, va, negated)), hn::And(valid, hn::Lt(x, vbelow)));
+      };
+      size_t i = start;
+      for (; i + lanes <= end; i += lanes) add(source.Whole(d, i), hn::FirstN(d, lanes));
+      if (i < end) add(source.Tail(d, i, end - i), hn::FirstN(d, end - i));
+      total += sum.Total(d);
+    }
+    return total;
+  });
+}
+
 bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t block,
                          float* HWY_RESTRICT buffer, float* HWY_RESTRICT block_max,
                          double* HWY_RESTRICT block_sums, NearMax* near, ConvertedRow out,
@@ -1958,6 +1981,7 @@ namespace lastmile::cpu {
 HWY_EXPORT(load_row);
 HWY_EXPORT(load_row_repeated);
 HWY_EXPORT(block_softmax_stats);
+HWY_EXPORT(sum_exp_scaled_below);
 HWY_EXPORT(compress_source);
 HWY_EXPORT(compress_source_groups);
 HWY_EXPORT(list_marked);
@@ -1992,6 +2016,10 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
                          ConvertedRow out, ValueBand* band, GroupMaxima groups) {
   return HWY_DYNAMIC_DISPATCH(block_softmax_stats)(src, dtype, n, t, block, buffer, block_max,
                                                    block_sums, near, out, band, groups);
+}
+double sum_exp_scaled_below(const void* src, DType dtype, size_t n, float a, float below,
+                            float reference) {
+  return HWY_DYNAMIC_DISPATCH(sum_exp_scaled_below)(src, dtype, n, a, below, reference);
 }
 size_t compress_source(const void* src, DType dtype, size_t n, float threshold, int32_t* ids,
                        float* values, bool* bad, size_t limit) {

@@ -83,8 +83,19 @@ bool draw_token_from_penalised_input(RowStep& row) {
   auto lower = [](void* context, const int32_t* ids, float* values, size_t count) {
     static_cast<PenalisedStep*>(context)->blocks().lower_listed(ids, values, count);
   };
+  // A stateless row's prompt, output and drafts; a RequestBatch row keeps its seen tokens as a
+  // bitmap.
+  auto seen = [](void* context, std::span<const TokenId> spans[3]) {
+    const RowStep& step = static_cast<PenalisedStep*>(context)->row;
+    if (step.has_kept_counts) return false;
+    const History history = step.history();
+    spans[0] = step.request.prompt_token_ids;
+    spans[1] = history.output;
+    spans[2] = history.drafts;
+    return true;
+  };
   const TokenId token = row.backend.draw_from_penalised_input(
-      PenalisedRow{row.input_row(), row.input.dtype, &blocks, read, lower}, row.vocab_size(),
+      PenalisedRow{row.input_row(), row.input.dtype, &blocks, read, lower, seen}, row.vocab_size(),
       draw_params(row, row.sampling.temperature), uniform_open(row.seed, row.stream_step()),
       row.scratch.sort(), row.plan.needs_raw_softmax() ? &row.scratch.raw_summary : nullptr,
       row.split);

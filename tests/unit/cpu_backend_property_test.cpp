@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 
 #include "backend.hpp"
@@ -1610,14 +1611,17 @@ int g_working_reads = 0, g_lowered_lists = 0;
 // A PenalisedRow over the caller's float32 row src whose working row after step 6 is `working`:
 // reads copy its blocks; lower checks that each listed value is the caller's entry (and the ids
 // ascending), then hands back the working row's.
+// seen, if not null: the ids it hands PenalisedRow::seen (the tokens step 6 may change).
 lastmile::detail::PenalisedRow working_row_of(const std::vector<float>& src,
-                                              const std::vector<float>& working) {
+                                              const std::vector<float>& working,
+                                              const std::vector<TokenId>* seen = nullptr) {
   struct Rows {
     const std::vector<float>* src;
     const std::vector<float>* working;
+    const std::vector<TokenId>* seen;
   };
   static thread_local Rows rows;
-  rows = {&src, &working};
+  rows = {&src, &working, seen};
   return {src.data(), lastmile::DType::f32, &rows,
           [](void* context, int64_t start, int64_t count, float* out) {
             const std::vector<float>& w = *static_cast<Rows*>(context)->working;
@@ -1634,6 +1638,10 @@ lastmile::detail::PenalisedRow working_row_of(const std::vector<float>& src,
                   << "the caller's entry " << id;
               values[i] = (*r.working)[id];
             }
+          },
+          seen == nullptr ? nullptr : +[](void* context, std::span<const TokenId> spans[3]) {
+            spans[0] = *static_cast<Rows*>(context)->seen;
+            return true;
           }};
 }
 
@@ -1854,6 +1862,103 @@ TEST(CpuBackendProperty, PenalisedTopPDrawEqualsTheDrawFromTheWorkingRow) {
   }
   EXPECT_GT(answered, 400);
   EXPECT_GT(declined, 50);
+}
+
+// Where the raw summary's bound leaves top-p's call open (a max standing low: hundreds listed,
+// their walk close to the cut), a row whose seen tokens are at hand is retried with the unlisted
+// weight itself, at most the caller's unlisted entries' and at least that less the seen ones'.
+// The bench mix's shape (LLM-shaped 128k rows, top-p 0.95 at T 0.8), the working row lowering
+// 2000 tokens at random (some twice) as penalties would, or 20000 by up to 12 (the seen tokens
+// then hold a large share of the unlisted weight): the token must be the working row's whenever
+// it answers, and the same as without the list where that answered; the retry must answer many
+// the bound left open.
+TEST(CpuBackendProperty, PenalisedTopPRetriesWithTheUnlistedWeightItself) {
+  std::mt19937_64 rng(41);
+  Scratch a(cpu()), b(oracle());
+  int open = 0, decided_on_retry = 0;
+  for (int trial = 0; trial < 48; ++trial) {
+    const int64_t n = 128256;
+    std::vector<float> src(static_cast<size_t>(n));
+    std::normal_distribution<float> body(0.0f, 2.5f);
+    for (float& v : src) v = body(rng);
+    for (int i = 0; i < 40; ++i)
+      src[rng() % n] += std::uniform_real_distribution<float>(6.0f, 16.0f)(rng);
+    std::vector<float> working = src;
+    std::vector<TokenId> seen(trial % 3 == 2 ? 20000 : 2000);
+    std::uniform_real_distribution<float> drop(0.0f, trial % 3 == 2 ? 12.0f : 0.3f);
+    for (TokenId& id : seen) {
+      id = static_cast<TokenId>(rng() % n);
+      float& v = working[static_cast<size_t>(id)];
+      v = (v > 0 ? v / 1.1f : v * 1.1f) - drop(rng);
+    }
+    lastmile::detail::DrawParams params;
+    params.top_k = n;
+    params.apply_top_p = true;
+    params.top_p = 0.95f;
+    params.temperature = 0.8f;
+    for (int k = 0; k < 4; ++k) {
+      const double u = (k + 0.5) / 4;
+      const std::string where = "trial " + std::to_string(trial) + " u " + std::to_string(u);
+      lastmile::detail::RawRowSummary summary;
+      const TokenId bound = cpu().draw_from_penalised_input(
+          working_row_of(src, working), n, params, u, a.get(src.size()), &summary, kSerial);
+      const TokenId retried = cpu().draw_from_penalised_input(
+          working_row_of(src, working, &seen), n, params, u, a.get(src.size()), &summary, kSerial);
+      if (bound != lastmile::detail::kNoInputDraw) {
+        EXPECT_EQ(retried, bound) << where;
+        continue;
+      }
+      ++open;
+      if (retried == lastmile::detail::kNoInputDraw) continue;
+      ++decided_on_retry;
+      EXPECT_EQ(retried, cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params, u,
+                                               b.get(src.size()), kSerial))
+          << where;
+    }
+  }
+  EXPECT_GT(open, 20);
+  EXPECT_GT(decided_on_retry, open * 3 / 4);
+}
+
+// The retry's range for the unlisted weight: the caller's unlisted entries' weights, less the
+// seen tokens' among them. A max at 0 (token 1000), token 5 at -3, 2000 unlisted tokens at -11
+// (their mass 0.0334, against token 5's 0.0498) over a body at -40; top-p's cut keeps token 5
+// only if enough of that mass stays. With a tenth of the 2000 seen and lowered to -40, at least
+// 0.0301 stays: token 5 kept, and u 0.02 draws it (first in id order), where the bound alone (the
+// mass anywhere from 0) declined. With all 2000 seen, none need stay: the call stays open (a
+// retry that ignored what the seen tokens may have lost would keep token 5; the working row masks
+// it and draws token 1000).
+TEST(CpuBackendProperty, PenalisedTopPRetryAllowsForTheSeenTokensWeight) {
+  const int64_t n = 40000;
+  std::vector<float> src(static_cast<size_t>(n), -40.0f);
+  src[1000] = 0.0f;
+  src[5] = -3.0f;
+  for (size_t i = 2000; i < 4000; ++i) src[i] = -11.0f;
+  Scratch a(cpu()), b(oracle());
+  for (const int seen_count : {200, 2000}) {
+    std::vector<float> working = src;
+    std::vector<TokenId> seen;
+    for (int i = 0; i < seen_count; ++i) {
+      seen.push_back(2000 + i);
+      working[static_cast<size_t>(2000 + i)] = -40.0f;
+    }
+    lastmile::detail::DrawParams params;
+    params.top_k = n;
+    params.apply_top_p = true;
+    params.top_p = seen_count == 200 ? 0.935f : 0.938f;
+    const TokenId expected = cpu().draw_from_input(working.data(), lastmile::DType::f32, n, params,
+                                                   0.02, b.get(src.size()), kSerial);
+    EXPECT_EQ(expected, seen_count == 200 ? 5 : 1000);
+    lastmile::detail::RawRowSummary summary;
+    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working), n, params, 0.02,
+                                              a.get(src.size()), &summary, kSerial),
+              lastmile::detail::kNoInputDraw)
+        << "the bound alone, " << seen_count << " seen";
+    EXPECT_EQ(cpu().draw_from_penalised_input(working_row_of(src, working, &seen), n, params, 0.02,
+                                              a.get(src.size()), &summary, kSerial),
+              seen_count == 200 ? expected : lastmile::detail::kNoInputDraw)
+        << seen_count << " seen";
+  }
 }
 
 // Listed entries that step 6 lowers below the list's bound (raw max - 10) stay in top-p's total:

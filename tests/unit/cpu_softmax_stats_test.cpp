@@ -284,6 +284,33 @@ TEST(CpuSoftmaxStats, BlocksTheWordsCannotTellKeepTheirBits) {
   }
 }
 
+// sum_exp_scaled_below (a penalised top-p row's unlisted weight): within 2e-5 of the sum of
+// exp(x a - reference) over the entries below `below`, in double, for every dtype, rows of
+// several blocks and a short one, a < 1 and a > 1; -inf entries add nothing.
+TEST(CpuSoftmaxStats, ScaledSumBelowHoldsItsBound) {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<float> logit(0.0f, 2.5f);
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const size_t n : {size_t{77}, 5 * kBlock + 77}) {
+      std::vector<unsigned char> row(n * (dtype == DType::f32 ? 4 : 2));
+      for (size_t i = 0; i < n; ++i) put(row, dtype, i, i % 97 == 3 ? -kInf : logit(rng));
+      std::vector<float> x(n);
+      ASSERT_EQ(cpu::load_row(row.data(), dtype, x.data(), n, 1.0f), -1);
+      for (const float a : {1.25f, 0.625f, 1.0f}) {
+        for (const float below : {2.0f, 100.0f}) {
+          const float reference = 12.0f;
+          double exact = 0;
+          for (size_t i = 0; i < n; ++i)
+            if (x[i] < below) exact += std::exp(static_cast<double>(x[i]) * a - reference);
+          const double got = cpu::sum_exp_scaled_below(row.data(), dtype, n, a, below, reference);
+          EXPECT_NEAR(got, exact, 2e-5 * exact) << "dtype " << static_cast<int>(dtype) << ", n "
+                                                << n << ", a " << a << ", below " << below;
+        }
+      }
+    }
+  }
+}
+
 // The row written on the way is load_row_repeated's, entry for entry, penalised where seen.
 // Either loop: the statistics stay those of the caller's row (not the written one), on a row of
 // blocks summed either way (wide_row) too.

@@ -268,5 +268,34 @@ TEST(Penalties, GreedyArgmaxFromTheCallersRowCountsEveryPenalty) {
             argmax(penalised_by_the_spec(logits, row, false)));
 }
 
+// A top-p row that only penalties edit draws from the caller's row; where the raw summary's
+// bound leaves top-p's call open it is retried with the unlisted weight, less the seen tokens'
+// (the prompt's, the output's and the drafts'): every penalised token must count. A 40000-token
+// row: the max 0 (token 1000), token 5 at -3, 2000 tokens at -11 (their weight 0.0334), 600 of
+// them in the prompt, 800 in the output, 600 drafts, all lowered to -44; a body at -40. Top-p
+// 0.949 keeps token 5 only if some 0.0084 of that weight stays (as any list's 600 would), so the
+// working row masks it and every draw is token 1000; a retry that missed any of the three lists
+// would keep token 5 and draw it for a u under 0.047 (some of 200 seeds).
+TEST(Penalties, TopPFromTheCallersRowCountsEverySeenToken) {
+  constexpr int64_t kVocab = 40000;
+  std::vector<float> logits(kVocab, -40.0f);
+  logits[1000] = 0.0f;
+  logits[5] = -3.0f;
+  Row row = row_with(random_params(0));
+  for (TokenId t = 2000; t < 4000; ++t) {
+    logits[t] = -11.0f;
+    (t < 2600 ? row.prompt : t < 3400 ? row.output : row.spec).push_back(t);
+  }
+  row.params.top_p = 0.949f;
+  row.params.repetition_penalty = 4.0f;  // -11 -> -44 (the drafts too: predicting the bonus)
+  lastmile::Sampler sampler(make_config(kVocab, 1, lastmile::LogprobsMode::raw_logprobs));
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    row.params.seed = seed;
+    const auto& out = sampler.sample(LogitsView::f32(logits.data(), 1, kVocab),
+                                     make_batch({row}, std::nullopt, true));
+    ASSERT_EQ(out.sampled_token_ids[0], 1000) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace lastmile_test
