@@ -74,7 +74,9 @@ inline float scaled_entry(const void* src, DType dtype, size_t i, float t) {
 struct QuotientMaxima {
   const float* max = nullptr;  // null: unknown, every block is read
   size_t block = 0;
-  bool few_each = false;  // the blocks that reach hold one or two entries that pass (top-k's)
+  // The blocks that reach hold one or two entries that pass (top-k's; top-p's near list, where
+  // a few may hold more: appended one by one, correct either way).
+  bool few_each = false;
 };
 
 // Lists (id, src / t) of the entries whose quotient is >= threshold, in id order, into scratch;

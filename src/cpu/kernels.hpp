@@ -89,9 +89,9 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
                          float* buffer, float* block_max, double* block_sums, NearMax* near,
                          ConvertedRow out = {}, ValueBand* band = nullptr, GroupMaxima groups = {});
 // The sum of exp(x a - reference) over the entries x < below of a caller's row (a > 0; checked:
-// no NaN or +inf), x a - reference by one FMA (rounded once) and the vector exp (flushed below
-// -86.9), in float partial sums by blocks of 2048, blocks added in double: within 2e-5 of the
-// exact sum of those terms, relative.
+// no NaN or +inf), x a - reference by MulAdd (rounded once with FMA, twice without) and the vector
+// exp (flushed below -86.9), in float partial sums by blocks of 2048, blocks added in double:
+// within 2e-5 of the exact sum of those rounded terms, relative.
 double sum_exp_scaled_below(const void* src, DType dtype, size_t n, float a, float below,
                             float reference);
 // compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it

@@ -123,8 +123,10 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
   uint64_t* const keys = scratch.keys.data();
   for (size_t i = 0; i < band; ++i) keys[i] = ascending_key(values[i], static_cast<int32_t>(i));
   cpu::sort_keys(keys, band);  // the oracle's order: ascending, the larger id first
-  // Top-p's rule and the draw over the band, the unlisted weight in [unlisted_lo, unlisted_hi].
-  auto decide = [&](double unlisted_lo, double unlisted_hi) {
+  // Top-p's rule and the draw over the band, the unlisted weight in [unlisted_lo, unlisted_hi];
+  // *open: declined where a narrower range could decide.
+  auto decide = [&](double unlisted_lo, double unlisted_hi, bool* open) {
+    *open = false;
     const double below_lo = listed_below + unlisted_lo, below_hi = listed_below + unlisted_hi;
     // Spec §9.3: an entry is masked when the ascending cumulative sum through it is <= cut times
     // the total. Over the band, `cumulative` its part; > 0: kept.
@@ -133,14 +135,20 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
     };
     const double margin_lo = kMargin * (band_mass + below_lo);
     const double margin_hi = kMargin * (band_mass + below_hi);
-    if (excess(below_hi, 0.0) > -margin_hi) return kNoInputDraw;  // one below the band may stay
+    if (excess(below_hi, 0.0) > -margin_hi) {  // one below the band may stay
+      *open = unlisted_hi > unlisted_lo;
+      return kNoInputDraw;
+    }
     double cumulative = 0;
     size_t walked = 0;
     for (; walked < band; ++walked) {
       const auto i = static_cast<size_t>(key_id(keys[walked]));
       cumulative += weights[i];
       if (excess(below_lo, cumulative) > margin_lo) break;  // kept, as is every later one
-      if (excess(below_hi, cumulative) > -margin_hi) return kNoInputDraw;  // too close to call
+      if (excess(below_hi, cumulative) > -margin_hi) {      // too close to call
+        *open = unlisted_hi > unlisted_lo;
+        return kNoInputDraw;
+      }
     }
     // The largest is never masked; a top-p within the margin of 0 declines there.
     if (walked == band) return kNoInputDraw;
@@ -167,9 +175,10 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
   };
   const double unlisted_bound =
       unlisted_weight_bound(unlisted_mass, n - listed, raw_max, penalised_max, from, t, slack);
+  bool open = true;
   if (unlisted_bound < DBL_MAX) {
-    const TokenId token = decide(0.0, unlisted_bound);
-    if (token != kNoInputDraw) return token;
+    const TokenId token = decide(0.0, unlisted_bound, &open);
+    if (token != kNoInputDraw || !open) return token;
   }
   // The bound left it open (rows whose max stands lowest: hundreds listed, their walk close to
   // the cut). Retried with the unlisted weight itself: the caller's unlisted quotients' weights
@@ -189,14 +198,17 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
       changed += cpu::sum_exp_scaled_below(gathered, DType::f32, count, a, from, max);
     }
   }
-  // Against the steps' weights of the same entries: each sum within kScaledSumError of its exact
-  // terms, whose exponents differ from the steps' by roundings (x a once and a = 1 / t once here,
-  // the quotient and the subtraction there: slack), and the steps' Exp within kExpError; an entry
-  // flushed by one and not the other adds e^-86.9 at most.
-  const double error = std::expm1(slack) + kScaledSumError + kExpError;
-  const double flushed = static_cast<double>(n) * std::exp(-86.9);
+  // Against the steps' weights of the same entries: each sum within kScaledSumError of its
+  // rounded terms, whose exponents differ from the steps' by roundings (a = 1 / t, and x a -
+  // max once with FMA or twice without, here; the quotient and the subtraction there: twice the
+  // steps' slack covers both), and the steps' Exp within kExpError. An entry flushed by one and
+  // not the other, and the steps' direct sums' flush (at x < -86.9, 46.9 or more below a block's
+  // max), add e^-46.9 a entry at most: some 1e-15 of the max's weight for a 152k row, far inside
+  // kMargin. The bound above still holds.
+  const double error = std::expm1(2.0 * slack) + kScaledSumError + kExpError;
+  const double flushed = static_cast<double>(n) * std::exp(-46.9);
   return decide(std::max(0.0, unlisted * (1.0 - error) - changed * (1.0 + error) - flushed),
-                unlisted * (1.0 + error) + flushed);
+                std::min(unlisted * (1.0 + error) + flushed, unlisted_bound), &open);
 }
 
 }  // namespace lastmile::detail::cpu_selection

@@ -1335,7 +1335,7 @@ HWY_INLINE bool Bf16BlockByWords(const uint16_t* HWY_RESTRICT x, size_t size, si
   const __m512i lower = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0,
                                          6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
   const __m512i upper = _mm512_add_epi16(lower, _mm512_set1_epi16(16));
-  if (kGroups && size % group != 0) return false;
+  if (kGroups && (group % 32 != 0 || size % group != 0)) return false;  // whole loads a group
   const size_t groups = kGroups ? size / group : 1, words = kGroups ? group : size;
   HWY_ALIGN int16_t maxima[kGroups ? kMaxBlockGroups * 32 : 32];
   __m512i flushed = _mm512_setzero_si512();

@@ -83,8 +83,8 @@ bool draw_token_from_penalised_input(RowStep& row) {
   auto lower = [](void* context, const int32_t* ids, float* values, size_t count) {
     static_cast<PenalisedStep*>(context)->blocks().lower_listed(ids, values, count);
   };
-  // A stateless row's prompt, output and drafts; a RequestBatch row keeps its seen tokens as a
-  // bitmap.
+  // A stateless row's prompt, output and drafts; a RequestBatch row's kept bitmap and counts,
+  // which its lists need not match, decide there: declined.
   auto seen = [](void* context, std::span<const TokenId> spans[3]) {
     const RowStep& step = static_cast<PenalisedStep*>(context)->row;
     if (step.has_kept_counts) return false;

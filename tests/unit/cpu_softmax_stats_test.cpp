@@ -255,7 +255,8 @@ TEST(CpuSoftmaxStats, GroupMaximaComeWithTheStatisticsAndChangeNone) {
 // whose max is negative in a block whose max is not (block 0), entries below the exp's flush
 // point beside a positive max (block 1: -87, -100, -1e4, the lowest float), a block of negative
 // entries only, all above the flush point (block 2), and a block whose max is +0 beside -0 (block
-// 3). Either way, the block-by-block loop's bits and the source's group maxima, for every dtype.
+// 3: +0 first, then -0 and negative entries). Either way, the block-by-block loop's bits (the
+// maxima's too) and the source's group maxima, for every dtype.
 TEST(CpuSoftmaxStats, BlocksTheWordsCannotTellKeepTheirBits) {
   const size_t n = 4 * kBlock;
   std::mt19937_64 rng(16);
@@ -267,7 +268,7 @@ TEST(CpuSoftmaxStats, BlocksTheWordsCannotTellKeepTheirBits) {
       float x = logit(rng);
       if (i < 256 || i / kBlock == 2) x = -std::fabs(x) - 0.5f;
       if (i >= kBlock + 300 && i < kBlock + 304) x = kFarBelow[i - kBlock - 300];
-      if (i / kBlock == 3) x = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : -std::fabs(x) - 0.5f;
+      if (i / kBlock == 3) x = i == 3 * kBlock ? 0.0f : i % 2 == 0 ? -0.0f : -std::fabs(x) - 0.5f;
       put(row, dtype, i, x);
     }
     for (const size_t group : {size_t{64}, size_t{256}}) {
@@ -276,7 +277,10 @@ TEST(CpuSoftmaxStats, BlocksTheWordsCannotTellKeepTheirBits) {
       const Stats pipelined = stats_of(row.data(), dtype, n, 1.0f, false, {}, {group, got.data()});
       const Stats listing = stats_of(row.data(), dtype, n, 1.0f, true);
       ASSERT_TRUE(pipelined.ok && listing.ok);
-      EXPECT_EQ(pipelined.block_max, listing.block_max) << "dtype " << static_cast<int>(dtype);
+      for (size_t b = 0; b < 4; ++b)
+        EXPECT_EQ(std::bit_cast<uint32_t>(pipelined.block_max[b]),
+                  std::bit_cast<uint32_t>(listing.block_max[b]))
+            << "dtype " << static_cast<int>(dtype) << ", block " << b;
       EXPECT_EQ(pipelined.block_sums, listing.block_sums) << "dtype " << static_cast<int>(dtype);
       EXPECT_EQ(got, want) << "dtype " << static_cast<int>(dtype) << ", group " << group;
       EXPECT_EQ(stats_of(row.data(), dtype, n, 1.0f, false).block_sums, listing.block_sums);
@@ -306,6 +310,30 @@ TEST(CpuSoftmaxStats, ScaledSumBelowHoldsItsBound) {
           EXPECT_NEAR(got, exact, 2e-5 * exact) << "dtype " << static_cast<int>(dtype) << ", n "
                                                 << n << ", a " << a << ", below " << below;
         }
+      }
+    }
+  }
+}
+
+// Rows whose short last block holds whole 32-word loads but not whole groups (96 entries against
+// groups of 64 and 256), six groups of 256 (fewer than eight reduced together), or a tail: the
+// pipelined loop's bits and the source's group maxima, every dtype.
+TEST(CpuSoftmaxStats, ShortLastBlocksKeepTheirBitsAndGroups) {
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const size_t n : {3 * kBlock + 96, 3 * kBlock + 1536, 3 * kBlock + 77}) {
+      const auto row = caller_row(dtype, n, n + 5);
+      for (const size_t group : {size_t{64}, size_t{256}}) {
+        const size_t groups = (n + group - 1) / group;
+        std::vector<float> want(groups), got(groups);
+        ASSERT_TRUE(cpu::source_block_max(row.data(), dtype, n, group, want.data()));
+        const Stats pipelined =
+            stats_of(row.data(), dtype, n, 1.0f, false, {}, {group, got.data()});
+        const Stats listing = stats_of(row.data(), dtype, n, 1.0f, true);
+        ASSERT_TRUE(pipelined.ok && listing.ok);
+        EXPECT_EQ(pipelined.block_max, listing.block_max) << "n " << n << ", group " << group;
+        EXPECT_EQ(pipelined.block_sums, listing.block_sums) << "n " << n << ", group " << group;
+        EXPECT_EQ(got, want) << "dtype " << static_cast<int>(dtype) << ", n " << n << ", group "
+                             << group;
       }
     }
   }

@@ -2,6 +2,7 @@
 // prompt ∪ output (divide positive, multiply non-positive), frequency and presence over the output
 // only; drafts count only when predicting the bonus token.
 #include <algorithm>
+#include <bit>
 #include <random>
 
 #include "unit/test_util.hpp"
@@ -275,7 +276,7 @@ TEST(Penalties, GreedyArgmaxFromTheCallersRowCountsEveryPenalty) {
 // them in the prompt, 800 in the output, 600 drafts, all lowered to -44; a body at -40. Top-p
 // 0.949 keeps token 5 only if some 0.0084 of that weight stays (as any list's 600 would), so the
 // working row masks it and every draw is token 1000; a retry that missed any of the three lists
-// would keep token 5 and draw it for a u under 0.047 (some of 200 seeds).
+// would keep token 5 and draw it for a u under 0.047 (some of 200 seeds). float32 and bf16.
 TEST(Penalties, TopPFromTheCallersRowCountsEverySeenToken) {
   constexpr int64_t kVocab = 40000;
   std::vector<float> logits(kVocab, -40.0f);
@@ -288,12 +289,19 @@ TEST(Penalties, TopPFromTheCallersRowCountsEverySeenToken) {
   }
   row.params.top_p = 0.949f;
   row.params.repetition_penalty = 4.0f;  // -11 -> -44 (the drafts too: predicting the bonus)
+  std::vector<uint16_t> bf16(kVocab);    // the same values (each exact in bf16)
+  for (int64_t t = 0; t < kVocab; ++t) bf16[t] = std::bit_cast<uint32_t>(logits[t]) >> 16;
   lastmile::Sampler sampler(make_config(kVocab, 1, lastmile::LogprobsMode::raw_logprobs));
-  for (uint64_t seed = 0; seed < 200; ++seed) {
-    row.params.seed = seed;
-    const auto& out = sampler.sample(LogitsView::f32(logits.data(), 1, kVocab),
-                                     make_batch({row}, std::nullopt, true));
-    ASSERT_EQ(out.sampled_token_ids[0], 1000) << "seed " << seed;
+  for (const lastmile::DType dtype : {lastmile::DType::f32, lastmile::DType::bf16}) {
+    const LogitsView view = dtype == lastmile::DType::f32
+                                ? LogitsView::f32(logits.data(), 1, kVocab)
+                                : LogitsView{bf16.data(), 1, kVocab, kVocab, dtype};
+    for (uint64_t seed = 0; seed < 200; ++seed) {
+      row.params.seed = seed;
+      const auto& out = sampler.sample(view, make_batch({row}, std::nullopt, true));
+      ASSERT_EQ(out.sampled_token_ids[0], 1000)
+          << "seed " << seed << ", dtype " << static_cast<int>(dtype);
+    }
   }
 }
 
