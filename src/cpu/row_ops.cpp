@@ -186,15 +186,16 @@ struct ExpTerm {
     return AddTo(sum, where.raw);
   }
 };
-HWY_INLINE ExpTerm ExpTermOf(hn::Full512<float> d, hn::Vec512<float> x) {
-  const TableExp e = TableExpParts(d, x);
-  return {e.scale, hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f)), NotFlushed(x)};
-}
 // ExpTermOf(x) where no lane of x lies below the flush point (the caller knows): every lane kept,
 // with no compare.
 HWY_INLINE ExpTerm UnflushedExpTermOf(hn::Full512<float> d, hn::Vec512<float> x) {
   const TableExp e = TableExpParts(d, x);
   return {e.scale, hn::MulAdd(e.r, e.quadratic, hn::Set(d, 1.0f)), static_cast<__mmask16>(0xFFFF)};
+}
+HWY_INLINE ExpTerm ExpTermOf(hn::Full512<float> d, hn::Vec512<float> x) {
+  ExpTerm term = UnflushedExpTermOf(d, x);
+  term.kept = NotFlushed(x);
+  return term;
 }
 #endif
 // Other targets: ExpFlushToZero(x), added.
@@ -331,6 +332,15 @@ struct Float32Source {
     return LoadTail(d, x + i, count, 0.0f);
   }
 };
+#if HWY_TARGET <= HWY_AVX3
+// vpermw's index (zero-masked by 0xAAAAAAAA) putting words [first, first + 16) of a 32-word
+// vector into the top halves of 16 float lanes, the bottoms zeroed: those bf16 entries widened.
+HWY_INLINE __m512i WordsToTopHalves(int16_t first) {
+  return _mm512_add_epi16(_mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7,
+                                           0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0),
+                          _mm512_set1_epi16(first));
+}
+#endif
 struct BFloat16Source {
   const uint16_t* x;
   uintptr_t Address(size_t i) const { return reinterpret_cast<uintptr_t>(x + i); }
@@ -342,13 +352,10 @@ struct BFloat16Source {
     // bound by its vector operations (some 18 a vector): 64 152k rows in turn 24.8 -> 24.1 us a
     // row (Zen 4, medians of four runs in turns).
     if constexpr (std::is_same_v<hn::TFromD<D>, float> && hn::MaxLanes(D()) == 16) {
-      const __m512i to_top_halves =
-          _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0, 6, 0, 5, 0,
-                           4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
       const __m512i entries =
           _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
-      return hn::Vec512<float>{
-          _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, to_top_halves, entries))};
+      return hn::Vec512<float>{_mm512_castsi512_ps(
+          _mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, WordsToTopHalves(0), entries))};
     }
 #endif
     const hn::Rebind<uint16_t, D> du16;
@@ -1331,10 +1338,7 @@ HWY_INLINE bool Bf16BlockByWords(const uint16_t* HWY_RESTRICT x, size_t size, si
   const hn::Full512<int16_t> dw;
   constexpr uint16_t kFirstFlushed = 0xC2AE;  // -87: the bf16 words below -86.9 are these and up
   constexpr int16_t kInfinity = 0x7F80;
-  // Word j (j < 16; j + 16 for the upper half) into the top half of lane j, the bottom zeroed.
-  const __m512i lower = _mm512_set_epi16(15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0, 9, 0, 8, 0, 7, 0,
-                                         6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
-  const __m512i upper = _mm512_add_epi16(lower, _mm512_set1_epi16(16));
+  const __m512i lower = WordsToTopHalves(0), upper = WordsToTopHalves(16);
   if (kGroups && (group % 32 != 0 || size % group != 0)) return false;  // whole loads a group
   const size_t groups = kGroups ? size / group : 1, words = kGroups ? group : size;
   HWY_ALIGN int16_t maxima[kGroups ? kMaxBlockGroups * 32 : 32];
