@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <vector>
 
 #include "backend.hpp"
@@ -201,6 +202,31 @@ void BM_CpuDrawFromInput(benchmark::State& state) {
   count_row_bytes(state);
 }
 
+// The selection lists' key sort (cpu::sort_keys: vqsort's network, merged runs of it, or its
+// partitions) against std::sort (kStd), on n keys as the lists make them: a random value's bits
+// above a distinct id. Each call sorts a fresh copy of one of 64 lists in turn (the copy timed on
+// both sides), so that no branch predictor learns one list's comparisons.
+template <bool kStd>
+void BM_CpuSortKeys(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  constexpr size_t kLists = 64;
+  std::mt19937_64 rng(5);
+  std::vector<uint64_t> lists(kLists * n), sorted(n);
+  for (size_t i = 0; i < lists.size(); ++i) lists[i] = (rng() >> 32 << 32) | (i % n);
+  size_t list = 0;
+  for (auto _ : state) {
+    const uint64_t* keys = lists.data() + list * n;
+    list = (list + 1) % kLists;
+    std::copy(keys, keys + n, sorted.begin());
+    if constexpr (kStd)
+      std::sort(sorted.begin(), sorted.end());
+    else
+      cpu::sort_keys(sorted.data(), n);
+    benchmark::DoNotOptimize(sorted.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+
 BENCHMARK(BM_CpuRowMax)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuBlockMax<DType::f32>)->ArgsProduct({{32000, 128256}, {64, 128, 256, 2048}});
 BENCHMARK(BM_CpuBlockMax<DType::bf16>)->ArgsProduct({{151936}, {256, 2048}});
@@ -213,5 +239,7 @@ BENCHMARK(BM_CpuCompressAtLeast)->ArgsProduct({{32000, 128256}, {1, 25}});
 BENCHMARK(BM_CpuCompressSourceBf16)->ArgsProduct({{128256}, {1, 25}});
 BENCHMARK(BM_CpuProbabilityBand)->ArgsProduct({{128256}, {10, 40}});
 BENCHMARK(BM_CpuDrawFromInput)->ArgsProduct({{32000, 128256}, {0, 1, 2, 3}});
+BENCHMARK(BM_CpuSortKeys<false>)->Arg(50)->Arg(200)->Arg(843)->Arg(4096);
+BENCHMARK(BM_CpuSortKeys<true>)->Arg(50)->Arg(200)->Arg(843)->Arg(4096);
 
 }  // namespace

@@ -26,8 +26,9 @@ float kth_largest_value(const float* x, size_t n, size_t k);
 // Largest 16-bit pattern of x[0, n) (unsigned): the same streaming read over fp16 / bf16 rows.
 uint16_t row_max_bits16(const uint16_t* x, size_t n);
 
-// keys[0, n) sorted ascending (sort_keys.cpp: Highway's vqsort). Distinct keys give the one order
-// std::sort gives; equal keys are equal bits, so any order of them is the same array.
+// keys[0, n) sorted ascending (sort_keys.cpp: Highway's vqsort, or its networks' runs merged).
+// Distinct keys give the one order std::sort gives; equal keys are equal bits, so any order of
+// them is the same array.
 void sort_keys(uint64_t* keys, size_t n);
 
 // The Highway target dispatch picks on this machine, e.g. "AVX3".

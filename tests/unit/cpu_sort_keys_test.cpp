@@ -1,5 +1,6 @@
-// The selection paths' key sort (cpu::sort_keys, Highway's vqsort with a fixed pivot seed)
-// against std::sort, on the dispatched target (the unit_on_<target> runs cover the narrower ones).
+// The selection paths' key sort (cpu::sort_keys: Highway's vqsort with a fixed pivot seed, and
+// merged runs of its networks) against std::sort, on the dispatched target (the unit_on_<target>
+// runs cover the narrower ones).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,6 +60,22 @@ TEST(CpuSortKeys, SortsAsStdSortDoesAtEverySizeUpToThreeHundred) {
   }
 }
 
+// Runs of one network each (128 keys on AVX-512, 64 on AVX2, 32 on SSE4), merged pairwise up to
+// 1024 keys: odd and even counts of runs, a short last run, each merge's odd key left for last,
+// and the sizes either side of 1024, past which vqsort partitions.
+TEST(CpuSortKeys, SortsAsStdSortDoesAtEverySizeTheMergedRunsTake) {
+  std::mt19937_64 rng(73);
+  for (size_t n = 301; n <= 1100; ++n) {
+    for (int kind = 0; kind < 7; ++kind) {
+      std::vector<uint64_t> keys = keys_of_kind(rng, n, kind);
+      std::vector<uint64_t> expected = keys;
+      std::sort(expected.begin(), expected.end());
+      lastmile::cpu::sort_keys(keys.data(), n);
+      ASSERT_EQ(keys, expected) << "n " << n << " kind " << kind;
+    }
+  }
+}
+
 // Past the sorting networks: the partitions, and a fixed pivot seed on any input.
 TEST(CpuSortKeys, SortsAsStdSortDoesOnLongLists) {
   std::mt19937_64 rng(67);
@@ -77,7 +94,7 @@ TEST(CpuSortKeys, SortsAsStdSortDoesOnLongLists) {
 TEST(CpuSortKeys, WritesNothingOutsideTheKeys) {
   std::mt19937_64 rng(71);
   for (const size_t n :
-       {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{129}, size_t{1000}}) {
+       {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{129}, size_t{1000}, size_t{1025}}) {
     std::vector<uint64_t> storage(n + 32);
     for (uint64_t& k : storage) k = rng();
     const std::vector<uint64_t> before = storage;
