@@ -1589,9 +1589,12 @@ double sum_exp_scaled_below(const void* HWY_RESTRICT src, DType dtype, size_t n,
     const size_t lanes = hn::Lanes(d);
     const auto va = hn::Set(d, a), vbelow = hn::Set(d, below);
     const auto negated = hn::Set(d, -reference);
+    // Float partial sums of 2048 terms at most, as the statistics' blocks: the error the callers
+    // allow for (kernels.hpp) is that of such sums.
+    constexpr size_t kBlock = 2048;
     double total = 0;
-    for (size_t start = 0; start < n; start += 2048) {
-      const size_t end = std::min(n, start + 2048);
+    for (size_t start = 0; start < n; start += kBlock) {
+      const size_t end = std::min(n, start + kBlock);
       PartialSums<decltype(d)> sum(d);
       auto add = [&](hn::Vec<decltype(d)> x, hn::Mask<decltype(d)> valid) {
         sum.AddExp(ExpTermOf(d, hn::MulAdd(x, va, negated)), hn::And(valid, hn::Lt(x, vbelow)));
