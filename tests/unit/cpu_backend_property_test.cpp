@@ -376,6 +376,109 @@ TEST(CpuBackendProperty, TopNOfAMaskedRowShowsItsFiniteEntriesThenTheMaskedByID)
   }
 }
 
+// A raw top-N against the oracle's: values within 1e-5, ids in the order of the backend's own
+// values, no id twice, and every id clearly above the k-th value in one top-N shown in the other.
+// The log-sums differ within 1e-5, so rounding may merge different neighbours into ties: the
+// order is checked on the backend's own values, the ids against the oracle's away from them.
+void expect_raw_top_n_in_own_order(const TopNs& top, int trial) {
+  const std::vector<TokenId>& ids_fast = top.ids_fast;
+  const std::vector<TokenId>& ids_slow = top.ids_slow;
+  const std::vector<float>& values_fast = top.values_fast;
+  const std::vector<float>& values_slow = top.values_slow;
+  const auto kk = static_cast<size_t>(top.k());
+  for (size_t i = 0; i < kk; ++i) {
+    ASSERT_NEAR(values_fast[i], values_slow[i], 1e-5f) << "trial " << trial << " rank " << i;
+    if (i == 0) continue;
+    ASSERT_TRUE(values_fast[i - 1] > values_fast[i] ||
+                (values_fast[i - 1] == values_fast[i] && ids_fast[i - 1] < ids_fast[i]))
+        << "trial " << trial << " rank " << i;
+  }
+  const std::set<TokenId> shown_fast(ids_fast.begin(), ids_fast.end());
+  const std::set<TokenId> shown_slow(ids_slow.begin(), ids_slow.end());
+  EXPECT_EQ(shown_fast.size(), kk) << "trial " << trial;  // no id twice
+  for (size_t i = 0; i < kk; ++i) {
+    if (values_slow[i] > values_slow[kk - 1] + 1e-5f) {
+      EXPECT_TRUE(shown_fast.count(ids_slow[i])) << "trial " << trial << " id " << ids_slow[i];
+    }
+    if (values_fast[i] > values_slow[kk - 1] + 2e-5f) {
+      EXPECT_TRUE(shown_slow.count(ids_fast[i])) << "trial " << trial << " id " << ids_fast[i];
+    }
+  }
+}
+
+// A top-N of tens to thousands of a whole row, within the lists' room (k below n / 8), whose
+// candidates are sorted at once: LLM-shaped rows (a broad body under a head of lifted tokens) and
+// N(0, 1) rows, with ties. In the second and fourth six trials (every k, 128k rows among them) a
+// plateau of 2.5k to 3k draws ties below the k/2 largest, and the row's last entry stands above
+// it: more than twice k pass the k-th value (selected, then sorted), or more than the keys hold
+// (by chunks). Processed: the oracle's ids and values exactly; raw (the caller's row, every
+// dtype): its rank, and its values and ids as expect_raw_top_n_in_own_order checks them.
+TEST(CpuBackendProperty, TopNOfHundredsWithinTheRoomIsTheOraclesOrder) {
+  std::mt19937_64 rng(61);
+  constexpr std::array<int64_t, 6> kShown = {21, 100, 129, 700, 1025, 3000};
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t n = trial % 3 == 0 ? 128256 : 40000 + static_cast<int64_t>(rng() % 20000);
+    const bool llm = trial % 2 == 0;
+    std::normal_distribution<float> logit(0.0f, llm ? 2.5f : 1.0f);
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = logit(rng);
+    for (int i = 0; llm && i < 40; ++i)
+      x[rng() % x.size()] += 6.0f + static_cast<float>(rng() % 1000) / 100.0f;
+    for (int i = 0; i < 200; ++i) x[rng() % x.size()] = x[rng() % x.size()];  // ties
+    const int64_t k = kShown[static_cast<size_t>(trial) % kShown.size()];
+    if (trial / 6 % 2 == 1) {  // a plateau (entries drawn twice tie once) at the k/2-th value
+      std::vector<float> sorted = x;
+      std::nth_element(sorted.begin(), sorted.begin() + k / 2, sorted.end(), std::greater<>());
+      const float plateau = sorted[static_cast<size_t>(k / 2)];
+      const int64_t draws = 5 * k / 2 + static_cast<int64_t>(rng() % static_cast<uint64_t>(k / 2));
+      for (int64_t i = 0; i < draws; ++i) x[rng() % x.size()] = plateau;
+      x.back() = plateau + 1.0f;  // the last id passes: shown, whatever the plateau
+    }
+    ASSERT_LT(static_cast<size_t>(k), lastmile::detail::sort_keys_size(x.size()));
+    expect_top_ns_match(x, k, trial, rng,
+                        [&](const TopNs& top, bool) { expect_raw_top_n_in_own_order(top, trial); });
+  }
+}
+
+// largest_listed over a list whose failing entries (below v) sit among the passing ones, and a
+// keys' storage holding zeros from earlier use (keys that would sort first): the k largest that
+// pass, by descending value and ascending id, as std::sort orders them. Passing entries number
+// fewer than k, up to twice k (sorted), and more (selected first, among plateaus of ties at v).
+TEST(CpuBackendProperty, LargestListedShowsTheKLargestThatPassAmongFailingOnes) {
+  std::mt19937_64 rng(67);
+  const size_t n = 80000;
+  Scratch scratch(cpu());
+  for (int trial = 0; trial < 60; ++trial) {
+    SortScratch s = scratch.get(n);
+    std::fill(scratch.keys.begin(), scratch.keys.end(), uint64_t{0});
+    const size_t listed = 500 + rng() % 6000;
+    const float v = 1.0f;
+    const int share = trial % 3;  // of passing entries: few, some, most
+    int32_t id = 0;
+    std::vector<std::pair<float, int32_t>> passing;
+    for (size_t i = 0; i < listed; ++i) {
+      id += 1 + static_cast<int32_t>(rng() % 9);  // the list is in id order
+      const uint64_t roll = rng() % 100;
+      const float value = roll < 10u * static_cast<unsigned>(share) + 5u
+                              ? v + static_cast<float>(rng() % 50) / 8.0f
+                          : roll < 60 ? v  // a plateau at v
+                                      : v - 1.0f - static_cast<float>(rng() % 50) / 8.0f;
+      s.ids[i] = id;
+      s.values[i] = value;
+      if (value >= v) passing.emplace_back(-value, id);  // descending value, ascending id
+    }
+    std::sort(passing.begin(), passing.end());
+    const auto k = static_cast<int64_t>(1 + rng() % (share == 0 ? 4000 : 600));
+    std::vector<TokenId> got(static_cast<size_t>(k));
+    const size_t shown = lastmile::detail::cpu_selection::largest_listed(
+        s, listed, [](float x) { return x; }, v, k, got.data());
+    const size_t expected = std::min(passing.size(), static_cast<size_t>(k));
+    ASSERT_EQ(shown, expected) << "trial " << trial;
+    for (size_t i = 0; i < shown; ++i)
+      ASSERT_EQ(got[i], passing[i].second) << "trial " << trial << " rank " << i;
+  }
+}
+
 // A top-N of more entries than a worker's keys hold (k above n / 8, with ties and a -0 / +0
 // pair), sorted by chunks: the oracle's ids and values in the processed mode (top_n of the
 // working row); in the raw ones (the caller's row, every dtype) its rank, values within 1e-5,
@@ -395,35 +498,8 @@ TEST(CpuBackendProperty, TopNOfThousandsIsTheOraclesOrder) {
     const int64_t k = trial < 6
                           ? room - 1 + trial % 3
                           : room + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(n / 2));
-    const auto kk = static_cast<size_t>(k);
-    expect_top_ns_match(x, k, trial, rng, [&](const TopNs& top, bool) {
-      const std::vector<TokenId>& ids_fast = top.ids_fast;
-      const std::vector<TokenId>& ids_slow = top.ids_slow;
-      const std::vector<float>& values_fast = top.values_fast;
-      const std::vector<float>& values_slow = top.values_slow;
-      // The log-sums differ within 1e-5, so rounding may merge different neighbours into ties:
-      // the order is checked on the backend's own values, the ids against the oracle's away
-      // from them (more than 1e-5 above the k-th value).
-      for (size_t i = 0; i < kk; ++i) {
-        ASSERT_NEAR(values_fast[i], values_slow[i], 1e-5f) << "trial " << trial << " rank " << i;
-        if (i == 0) continue;
-        ASSERT_TRUE(values_fast[i - 1] > values_fast[i] ||
-                    (values_fast[i - 1] == values_fast[i] && ids_fast[i - 1] < ids_fast[i]))
-            << "trial " << trial << " rank " << i;
-      }
-      const std::set<TokenId> shown_fast(ids_fast.begin(), ids_fast.end());
-      const std::set<TokenId> shown_slow(ids_slow.begin(), ids_slow.end());
-      EXPECT_EQ(shown_fast.size(), kk) << "trial " << trial;  // no id twice
-      for (size_t i = 0; i < kk; ++i) {
-        // Clearly above the k-th value: shown by the other too.
-        if (values_slow[i] > values_slow[kk - 1] + 1e-5f) {
-          EXPECT_TRUE(shown_fast.count(ids_slow[i])) << "trial " << trial << " id " << ids_slow[i];
-        }
-        if (values_fast[i] > values_slow[kk - 1] + 2e-5f) {
-          EXPECT_TRUE(shown_slow.count(ids_fast[i])) << "trial " << trial << " id " << ids_fast[i];
-        }
-      }
-    });
+    expect_top_ns_match(x, k, trial, rng,
+                        [&](const TopNs& top, bool) { expect_raw_top_n_in_own_order(top, trial); });
   }
 }
 
