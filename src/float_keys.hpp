@@ -13,7 +13,9 @@ namespace lastmile::detail {
 // +0 map to one key, as they compare equal for the oracle (ties then go by id).
 inline uint32_t orderable(float v) {
   const uint32_t bits = std::bit_cast<uint32_t>(v + 0.0f);  // -0 + 0 is +0
-  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+  // Negative: every bit flipped; else the sign bit set. As a mask, not a branch on the sign.
+  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(bits) >> 31) | 0x80000000u;
+  return bits ^ flip;
 }
 inline float from_orderable(uint32_t key) {
   return std::bit_cast<float>(key & 0x80000000u ? key & 0x7fffffffu : ~key);
