@@ -275,8 +275,9 @@ class CpuBackend final : public Backend {
     const double target = u * cpu::exp_block_sums(x, size, max, block, sums);
     double cumulative = 0;
     size_t start = block_holding(sums, size, block, target, &cumulative);
-    float computed[2048];  // block_size: 2048 up to 2^20 entries; larger rows use scratch
-    float* w = block <= 2048 ? computed : scratch.values.data();  // a block fits the room
+    // A block of block_size fits the stack up to 2^20 entries; larger rows use the list's room.
+    float computed[cpu::kStatisticsBlock];
+    float* w = block <= cpu::kStatisticsBlock ? computed : scratch.values.data();
     TokenId last_kept = 0;
     for (; start < size; start += block) {
       const size_t end = std::min(size, start + block);

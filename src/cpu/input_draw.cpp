@@ -226,10 +226,9 @@ struct RowSoftmax {
 bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
                  RowSoftmax* row, const ParallelFor& parallel, cpu::ConvertedRow out = {},
                  cpu::ValueBand* band = nullptr, cpu::GroupMaxima groups = {}) {
-  constexpr size_t kBufferBlock = 2048;  // block_size for vocabularies up to 2^20
   row->block = block_size(static_cast<int64_t>(n));
   row->blocks = (n + row->block - 1) / row->block;
-  if (row->block > kBufferBlock) return false;
+  if (row->block > cpu::kStatisticsBlock) return false;
   // Groups tile the chunks, which begin on whole blocks.
   if (groups.max != nullptr && (groups.group == 0 || row->block % groups.group != 0)) return false;
   const RowChunks chunks = row_chunks(n, row->block, near->room);
@@ -239,7 +238,7 @@ bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* 
   bool ok[kRowChunks];
   auto chunk_stats = [&](int64_t c) {
     const auto chunk = static_cast<size_t>(c);
-    float buffer[kBufferBlock + cpu::kCompressSlack];
+    float buffer[cpu::kStatisticsBlock + cpu::kCompressSlack];
     const size_t first_block = chunks.begin(chunk) / row->block;
     if (near->ids != nullptr)  // each chunk lists into its own region, with its own max so far
       nears[chunk] = {near->below_max,
@@ -358,10 +357,11 @@ namespace {
 // rows as the statistics), and 4 blocks at least (the max's own block reaches the cut, so fewer
 // always list over a quarter).
 bool min_p_by_maxima_fits(size_t n, float min_p) {
-  constexpr size_t kStatisticsBlock = 2048;  // row_softmax's buffer
-  static_assert(kStatisticsBlock <= kPenalisedBlock, "a penalised row reads such blocks whole");
+  static_assert(cpu::kStatisticsBlock <= kPenalisedBlock,
+                "a penalised row reads such blocks whole");
   const size_t block = block_size(static_cast<int64_t>(n));
-  return min_p >= kSmallestDecidedMinP && block <= kStatisticsBlock && (n + block - 1) / block >= 4;
+  return min_p >= kSmallestDecidedMinP && block <= cpu::kStatisticsBlock &&
+         (n + block - 1) / block >= 4;
 }
 
 // Whether at most a quarter of the blocks reach the cut's range by their (quotient) maxima: else
@@ -467,8 +467,7 @@ template <class KeptAt>
 TokenId draw_from_kept_blocks(const void* src, DType dtype, size_t n, float t,
                               const RowSoftmax& row, const double* kept, const int32_t* ids,
                               const float* qs, size_t band, double u, KeptAt kept_at) {
-  constexpr size_t kBufferBlock = 2048;  // row_softmax's blocks are no larger
-  float values[kBufferBlock], weights[kBufferBlock];
+  float values[cpu::kStatisticsBlock], weights[cpu::kStatisticsBlock];  // row_softmax's blocks
   double total = 0;
   for (size_t b = 0; b < row.blocks; ++b) total += kept[b];
   const double target = u * total;
@@ -597,10 +596,9 @@ void mask_listed_band(const void* src, DType dtype, size_t n, float t, const Row
 TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const RowSoftmax& row,
                          float inv_sum, float cut, const BandGuess& guess, double u,
                          SortScratch scratch) {
-  constexpr size_t kBufferBlock = 2048;  // row_softmax's blocks are no larger
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();
-  float values[kBufferBlock + cpu::kCompressSlack], weights[kBufferBlock];
+  float values[cpu::kStatisticsBlock + cpu::kCompressSlack], weights[cpu::kStatisticsBlock];
   double kept[kMaxBlocks];
   float lo = 0, hi = 2;
   double below = 0;

@@ -12,6 +12,10 @@ namespace lastmile::cpu {
 
 using lastmile::DType;
 
+// The longest block the softmax statistics take (block_softmax_stats, and its callers' buffers of
+// a block): block_size for vocabularies up to 2^20. Larger rows take other paths.
+inline constexpr size_t kStatisticsBlock = 2048;
+
 // Largest value of x[0, n). Requires n > 0 and NaN-free input. Exact on every target: the
 // maximum does not depend on evaluation order. One streaming read: the memory roofline.
 float row_max(const float* x, size_t n);

@@ -1284,9 +1284,8 @@ bool block_softmax_stats_pass(Source src, size_t n, float t, size_t block,
   return true;
 }
 
-// The most groups a block of block_softmax_stats_pipelined holds (row_softmax's 2048 entries,
-// groups of 64 at least).
-constexpr size_t kMaxBlockGroups = 2048 / 64;
+// The most groups a block of block_softmax_stats_pipelined holds (groups of 64 at least).
+constexpr size_t kMaxBlockGroups = kStatisticsBlock / 64;
 
 #if HWY_TARGET <= HWY_AVX3
 // The largest word of each of eight vectors of 32 (signed), out[g] vector g's: halves, quarters,
@@ -1589,12 +1588,11 @@ double sum_exp_scaled_below(const void* HWY_RESTRICT src, DType dtype, size_t n,
     const size_t lanes = hn::Lanes(d);
     const auto va = hn::Set(d, a), vbelow = hn::Set(d, below);
     const auto negated = hn::Set(d, -reference);
-    // Float partial sums of 2048 terms at most, as the statistics' blocks: the error the callers
-    // allow for (kernels.hpp) is that of such sums.
-    constexpr size_t kBlock = 2048;
+    // Float partial sums of the statistics' blocks at most: the error the callers allow for
+    // (kernels.hpp) is that of such sums.
     double total = 0;
-    for (size_t start = 0; start < n; start += kBlock) {
-      const size_t end = std::min(n, start + kBlock);
+    for (size_t start = 0; start < n; start += kStatisticsBlock) {
+      const size_t end = std::min(n, start + kStatisticsBlock);
       PartialSums<decltype(d)> sum(d);
       auto add = [&](hn::Vec<decltype(d)> x, hn::Mask<decltype(d)> valid) {
         sum.AddExp(ExpTermOf(d, hn::MulAdd(x, va, negated)), hn::And(valid, hn::Lt(x, vbelow)));
