@@ -197,8 +197,9 @@ size_t largest_listed(SortScratch scratch, size_t listed, Values values, float v
   // selected first and sorted alone. std::partial_sort's heap took some 50 of the 120 us of a
   // 128k fp32 row shown with 1000 logprobs (one thread).
   const size_t shown = std::min(count, kk);
-  if (count > 2 * shown) std::nth_element(keys, keys + shown, keys + count);
-  cpu::sort_keys(keys, count > 2 * shown ? shown : count);
+  const bool select_first = count > 2 * shown;
+  if (select_first) std::nth_element(keys, keys + shown, keys + count);
+  cpu::sort_keys(keys, select_first ? shown : count);
   for (size_t i = 0; i < shown; ++i) ids[i] = static_cast<TokenId>(keys[i] & 0xffffffffu);
   return shown;
 }
