@@ -1,4 +1,4 @@
-// lastmile — the CPU backend: Highway row passes (row_ops.cpp) and selection instead of sorting.
+// lastmile — the CPU backend: Highway row passes (kernels.hpp) and selection instead of sorting.
 // Every kernel equals the reference oracle bit for bit except log_softmax and min_p, which use
 // a vector exp within 4.6e-7 of std::exp, relative (logprobs within 1e-5). Top-k never sorts the
 // row: the k-th largest value is found among candidates at or above the k-th largest of its

@@ -1,5 +1,6 @@
 // lastmile — CPU kernels (Highway, runtime dispatch). Plain functions, no vector types here:
-// reductions (reduce.cpp, also the bench's read roofline) and row passes (row_ops.cpp).
+// reductions (reduce.cpp, also the bench's read roofline) and row passes (one file a family,
+// named in each section below).
 #pragma once
 
 #include <cstddef>
@@ -38,13 +39,35 @@ void sort_keys(uint64_t* keys, size_t n);
 // The Highway target dispatch picks on this machine, e.g. "AVX3".
 const char* dispatch_target_name();
 
-// Row passes (row_ops.cpp). n may be 0 unless said; none allocates.
+// Row passes. n may be 0 unless said; none allocates.
+
+// Conversion and edits in place (convert.cpp).
 // dst = the float32 row of an fp32 / bf16 / fp16 src (exact), divided by t unless t is 1 (IEEE
 // division); returns the first index of dst holding NaN or +inf, or -1.
 int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t);
 // load_row (t = 1) and apply_repetition_dense (below) in one pass; the first NaN / +inf, or -1.
 int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, const uint64_t* seen,
                           float r);
+int64_t divide(float* x, size_t n, float t);        // exact IEEE division; first NaN / +inf, or -1
+int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
+// x[i] *= x[i] > 0 ? 1 / r : r where bit i of seen is set; first +inf left, or -1. Exact.
+int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r);
+void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
+void mask_below(float* x, size_t n, float threshold);             // exact
+
+// The argmax (argmax.cpp).
+int64_t row_argmax(const float* x, size_t n);  // n > 0, NaN-free; one pass
+// row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
+int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);
+
+// Block maxima and counts (block_max.cpp).
+int64_t count_at_least(const float* x, size_t n, float v);                       // exact
+int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v);  // widened
+// Each block's max of a caller's row, blocks of `block` entries (the last may be shorter); false if
+// the row holds NaN or +inf.
+bool source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max);
+
+// Softmax statistics (softmax_stats.cpp).
 // Entries near a row's max, listed by block_softmax_stats on the way (ids null: none listed).
 struct NearMax {
   float below_max = 0;  // list entries >= max + below_max (below_max <= 0)
@@ -99,7 +122,16 @@ bool block_softmax_stats(const void* src, DType dtype, size_t n, float t, size_t
 // within 2e-5 of the exact sum of those rounded terms, relative.
 double sum_exp_scaled_below(const void* src, DType dtype, size_t n, float a, float below,
                             float reference);
-// compress_at_least (below) over a caller's row, read in place and widened; *bad: whether it
+
+// Lists of a row's entries (listing.cpp).
+// Compressing kernels store whole vectors past their count: outputs need this many spare entries.
+inline constexpr size_t kCompressSlack = 64;
+// (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
+// Stops once more than `limit` entries passed (then returns a count > limit; nothing is written
+// past limit + kCompressSlack).
+size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
+                         float* values, size_t limit = SIZE_MAX);
+// compress_at_least (above) over a caller's row, read in place and widened; *bad: whether it
 // held NaN or +inf (then the list means nothing). Stops once more than `limit` entries passed
 // (returning a count > limit; *bad then covers what was read): ids and values need room for
 // min(n, limit) + kCompressSlack.
@@ -113,22 +145,6 @@ size_t compress_source(const void* src, DType dtype, size_t n, float threshold, 
 size_t compress_source_groups(const void* src, DType dtype, size_t n, size_t group,
                               const int32_t* groups, size_t count, float threshold, bool few_each,
                               int32_t* ids, float* values, bool* bad, size_t limit = SIZE_MAX);
-int64_t row_argmax(const float* x, size_t n);  // n > 0, NaN-free; one pass
-// row_argmax of an unchecked row: the first NaN / +inf index in *first_bad_index (else -1).
-int64_t argmax_checked(const float* x, size_t n, int64_t* first_bad_index);
-int64_t divide(float* x, size_t n, float t);        // exact IEEE division; first NaN / +inf, or -1
-int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
-// x[i] *= x[i] > 0 ? 1 / r : r where bit i of seen is set; first +inf left, or -1. Exact.
-int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r);
-void subtract_two(float* x, size_t n, float max, float log_sum);  // (x - max) - log_sum
-void mask_below(float* x, size_t n, float threshold);             // exact
-int64_t count_at_least(const float* x, size_t n, float v);        // exact
-int64_t count_source_at_least(const void* src, DType dtype, size_t n, float v);  // widened
-// Each block's max of a caller's row, blocks of `block` entries (the last may be shorter); false if
-// the row holds NaN or +inf.
-bool source_block_max(const void* src, DType dtype, size_t n, size_t block, float* block_max);
-// Compressing kernels store whole vectors past their count: outputs need this many spare entries.
-inline constexpr size_t kCompressSlack = 64;
 // The indices i of the entries lo <= x[i] < hi, in order; stops once more than `limit` passed
 // (then returns a count > limit). at: room for limit + kCompressSlack.
 size_t list_between(const float* x, size_t n, float lo, float hi, uint32_t* at, size_t limit);
@@ -141,12 +157,8 @@ void min_max_between(const float* x, size_t n, float lo, float hi, float* min, f
 // kCompressSlack; stops (a count > limit) before a 64-entry word whose marks could pass limit.
 size_t list_marked(const void* src, DType dtype, size_t n, float t, const uint8_t* bits,
                    int32_t* ids, float* values, size_t limit = SIZE_MAX);
-// (id, value) of entries >= threshold (> when strict), in id order; room for n + kCompressSlack.
-// Stops once more than `limit` entries passed (then returns a count > limit; nothing is written
-// past limit + kCompressSlack).
-size_t compress_at_least(const float* x, size_t n, float threshold, bool strict, int32_t* ids,
-                         float* values, size_t limit = SIZE_MAX);
 
+// Exp weights and probabilities (probabilities.cpp).
 // The exp kernels compute exp(x - max) within 4.1e-7 relative (5.5 ULP), monotone, flushing
 // results below e^-86.9 to 0. (block_softmax_stats at t = 1 sums exp(x) itself where a block's max
 // lies in [-40, 80], each term within 4.6e-7, then scales the sum by exp(-max) in double.)

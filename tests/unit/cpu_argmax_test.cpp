@@ -1,4 +1,4 @@
-// The CPU backend's argmax kernels (cpu/row_ops.cpp): row_argmax and argmax_checked return the
+// The CPU backend's argmax kernels (cpu/argmax.cpp): row_argmax and argmax_checked return the
 // lowest index of the largest value wherever its copies sit. The pass keeps several (value,
 // index) pairs a lane, each taking its own vectors, then the whole vectors left over, then a
 // scalar tail: every pair of positions of two equal maxima is tried over rows that end in each of

@@ -1,8 +1,9 @@
-// The CPU backend's compressing kernels (cpu/row_ops.cpp with cpu/compress-inl.hpp) against plain
-// loops: compress_at_least, compress_source (fp32, bf16, fp16), list_marked, list_between and
-// probability_band list the same ids and values, in id order. The rows hold every pattern of kept
-// lanes for 16, 8 and 4 lanes (vector m keeps lane j iff bit j of m is set), so each lane table's
-// every entry is used; ctest's unit_on_<target> runs them on each narrower Highway target too.
+// The CPU backend's compressing kernels (cpu/listing.cpp and cpu/probabilities.cpp with
+// cpu/compress-inl.hpp) against plain loops: compress_at_least, compress_source (fp32, bf16, fp16),
+// list_marked, list_between and probability_band list the same ids and values, in id order. The
+// rows hold every pattern of kept lanes for 16, 8 and 4 lanes (vector m keeps lane j iff bit j of m
+// is set), so each lane table's every entry is used; ctest's unit_on_<target> runs them on each
+// narrower Highway target too.
 #include <gtest/gtest.h>
 
 #include <bit>

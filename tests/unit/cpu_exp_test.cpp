@@ -1,4 +1,4 @@
-// The CPU backend's vector exp (cpu/row_ops.cpp ExpFlushToZero), read through
+// The CPU backend's vector exp (cpu/exp-inl.hpp ExpFlushToZero), read through
 // cpu::exp_with_block_sums with max 0: within 4.1e-7 of exp relative (5.5 ULP; 2.74 ULP above
 // -20), exact at 0, monotone, and 0 below its flush point. Every float in [-86.9, 0] was checked
 // once offline for both ways it is computed (1.1e9 values; the polynomial: worst 4.017e-7, 5.007
