@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backend.hpp"
 #include "cpu/kernels.hpp"
@@ -141,5 +142,99 @@ TokenId draw_top_p_from_penalised_row(const PenalisedRow& row, size_t n, const D
 TokenId draw_from_penalised_blocks(const PenalisedRow& row, int64_t n, const DrawParams& params,
                                    double u, SortScratch scratch, RawRowSummary* summary,
                                    const ParallelFor& parallel);
+
+// The pieces the draws share, a file each: input_passes.cpp (the passes over the row),
+// input_min_p.cpp, input_top_p.cpp and input_top_k.cpp (a kind of draw each); input_draw.cpp
+// picks among them.
+
+// Entries converted and weighted at a time on the stack.
+inline constexpr size_t kChunk = 256;
+
+// src[from, from + count) / t into dst; the first NaN / +inf, or -1.
+inline int64_t load_scaled(const void* src, DType dtype, size_t from, size_t count, float t,
+                           float* dst) {
+  return cpu::load_row(entry_at(src, dtype, from), dtype, dst, count, t);
+}
+
+// The quotients src[from, from + count) / t: the caller's own entries for a float32 row at t = 1,
+// else loaded into dst (checked by the statistics pass).
+inline const float* quotients_at(const void* src, DType dtype, size_t from, float t, float* dst,
+                                 size_t count) {
+  if (dtype == DType::f32 && t == 1.0f) return static_cast<const float*>(src) + from;
+  load_scaled(src, dtype, from, count, t, dst);
+  return dst;
+}
+
+// Groups whose maxima bound a row of n for top-k and min-p: at most kMaxGroups of a power-of-two
+// size from 64 entries up, which divide row_chunks' blocks; 0 for a row over 2^20.
+inline constexpr size_t kMaxGroups = 1024;
+inline size_t group_size(size_t n) {
+  if (n > (size_t{1} << 20)) return 0;
+  size_t group = 64;
+  while (n > group * kMaxGroups) group *= 2;
+  return group;
+}
+
+// The oracle's walk over the caller's row src / t from entry `start` on, kChunk entries at a time
+// converted and weighted with the vector exp (the weights the block sums were made of), until the
+// cumulative sum passes target: the token it passes at.
+TokenId walk_from(const void* src, DType dtype, size_t n, float t, float max, size_t start,
+                  double cumulative, double target);
+// The oracle's walk over `listed` entries (ids, values in id order, max their largest) whose list
+// is long, by blocks as walk_from does with the vector exp: one sum pass locates the block
+// holding u * total, then its chunks are weighted again. std::exp entry by entry, twice over the
+// list, took 1.3 ms of a 128k N(0, 1) row with min_p 0.001 (it keeps 99% of the row).
+inline constexpr size_t kLongList = 4096;  // lists up to it keep the oracle's walk (draw_over_list)
+TokenId draw_over_long_list(size_t listed, const int32_t* ids, const float* values, float max,
+                            double u);
+
+// The softmax statistics of the whole row src / t in one read: block maxima and sums, the sums
+// rescaled to the row's max. False: a NaN / +inf, or a vocabulary over 2^20 (blocks larger than
+// the stack buffer).
+struct RowSoftmax {
+  size_t block = 0, blocks = 0;
+  float max = kNegInf;
+  double total = 0;
+  double sums[kMaxBlocks];  // block b's sum of exp(x - max)
+  float block_max[kMaxBlocks];
+};
+// With `band`, its bits are marked too and its below sums rescaled to the row's max, as the sums
+// are.
+bool row_softmax(const void* src, DType dtype, size_t n, float t, cpu::NearMax* near,
+                 RowSoftmax* row, const ParallelFor& parallel, cpu::ConvertedRow out = {},
+                 cpu::ValueBand* band = nullptr, cpu::GroupMaxima groups = {});
+// A draw's statistics of a caller's row at t = 1 are caller_row_softmax's (the same blocks; with
+// a near list or a band, the same sums to the bit): what summarise_while_converting would learn,
+// into `summary` when asked for.
+void learn_raw_summary(const RowSoftmax& row, float t, RawRowSummary* summary);
+// The maxima of the quotients src / t by blocks of `block` entries, in one read split over the
+// row's chunks: division by t > 0 is monotone, so a block's largest quotient is its max divided.
+// False on a NaN / +inf, or a quotient that overflows to +inf.
+bool quotient_block_maxima(const void* src, DType dtype, size_t n, float t, size_t block,
+                           float* maxima, const ParallelFor& parallel);
+
+// Temperature only, or min_p (input_min_p.cpp).
+TokenId draw_by_softmax(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                        SortScratch scratch, const ParallelFor& parallel, RawRowSummary* summary);
+// Whether min_p may decide a row of n entries by its blocks' maxima (input_min_p.cpp).
+bool min_p_by_maxima_fits(size_t n, float min_p);
+// min_p alone over a penalised row (min_p_by_maxima_fits), the caller's row read block by block;
+// summary: its raw summary, if learned (input_min_p.cpp).
+TokenId draw_min_p_from_penalised_blocks(const PenalisedRow& row, size_t n,
+                                         const DrawParams& params, double u, SortScratch scratch,
+                                         const RawRowSummary* summary, const ParallelFor& parallel);
+// Top-p alone (input_top_p.cpp).
+TokenId draw_top_p(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                   SortScratch scratch, const ParallelFor& parallel, RawRowSummary* summary);
+// Top-k's groups: at least 4k of them, else 0 (input_top_k.cpp).
+size_t top_k_group_size(size_t n, int64_t k);
+// Top-k, then top-p on the survivors (input_top_k.cpp).
+TokenId draw_top_k(const void* src, DType dtype, int64_t n, const DrawParams& params, double u,
+                   SortScratch scratch, const ParallelFor& parallel);
+// Top-k (then top-p) over a penalised row, from the caller's row and a list of 2k candidates;
+// group_maxima, if known: the caller's row's, for 2k (input_top_k.cpp).
+TokenId draw_top_k_from_penalised_row(const PenalisedRow& row, size_t n, const DrawParams& params,
+                                      double u, SortScratch scratch, const ParallelFor& parallel,
+                                      const float* group_maxima);
 
 }  // namespace lastmile::detail::cpu_selection

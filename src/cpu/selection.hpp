@@ -1,5 +1,5 @@
 // lastmile — the CPU backend's selection pieces, shared by the row kernels (cpu_backend.cpp) and
-// the draw straight from a caller's row (input_draw.cpp): top-k without sorting the row, top-p's
+// the draw straight from a caller's row (input_draw.hpp): top-k without sorting the row, top-p's
 // cut on a list with the oracle's arithmetic, the oracle's walk over a list, and the logit
 // threshold of a softmax probability test. Their sorts fit scratch.keys or go by chunks
 // (capped_keys.hpp).
