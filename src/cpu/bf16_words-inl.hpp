@@ -1,7 +1,8 @@
 // lastmile — a bf16 block's statistics at t = 1 read as 16-bit words (Bf16BlockByWords, AVX-512
 // only): its max and the exp's flush check taken on the words as integers, for the pipelined
-// statistics pass (softmax_stats.cpp). Re-included once per Highway target, as Highway's own
-// -inl headers are.
+// statistics pass (softmax_stats.cpp); and, on every target, kMaxBlockGroups, the most groups of
+// a block that pass and this read keep maxima for. Re-included once per Highway target, as
+// Highway's own -inl headers are.
 #if defined(LASTMILE_CPU_BF16_WORDS_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LASTMILE_CPU_BF16_WORDS_INL_HPP_
 #undef LASTMILE_CPU_BF16_WORDS_INL_HPP_

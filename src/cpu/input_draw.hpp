@@ -156,15 +156,6 @@ inline int64_t load_scaled(const void* src, DType dtype, size_t from, size_t cou
   return cpu::load_row(entry_at(src, dtype, from), dtype, dst, count, t);
 }
 
-// The quotients src[from, from + count) / t: the caller's own entries for a float32 row at t = 1,
-// else loaded into dst (checked by the statistics pass).
-inline const float* quotients_at(const void* src, DType dtype, size_t from, float t, float* dst,
-                                 size_t count) {
-  if (dtype == DType::f32 && t == 1.0f) return static_cast<const float*>(src) + from;
-  load_scaled(src, dtype, from, count, t, dst);
-  return dst;
-}
-
 // Groups whose maxima bound a row of n for top-k and min-p: at most kMaxGroups of a power-of-two
 // size from 64 entries up, which divide row_chunks' blocks; 0 for a row over 2^20.
 inline constexpr size_t kMaxGroups = 1024;

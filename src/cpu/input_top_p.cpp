@@ -15,6 +15,15 @@ namespace lastmile::detail::cpu_selection {
 
 namespace {
 
+// The quotients src[from, from + count) / t: the caller's own entries for a float32 row at t = 1,
+// else loaded into dst (checked by the statistics pass).
+const float* quotients_at(const void* src, DType dtype, size_t from, float t, float* dst,
+                          size_t count) {
+  if (dtype == DType::f32 && t == 1.0f) return static_cast<const float*>(src) + from;
+  load_scaled(src, dtype, from, count, t, dst);
+  return dst;
+}
+
 // The draw over the blocks' kept weights kept[b]: the block holding u * their total, then its
 // entries in id order with the statistics' vector exp weights w = exp(x - max), over those
 // kept_at(x, w, i) accepts that are not masked in the band (ids[0, band) in id order, masked ones
