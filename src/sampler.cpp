@@ -206,8 +206,8 @@ SamplerImpl::Call::Call(std::atomic<bool>& in_call, const char* what, const char
 
 const SamplerOutput& SamplerImpl::sample_within(const LogitsView& logits, const Batch& batch,
                                                 std::span<const KeptRowState> kept) {
-  // A sleeping worker starts some 40-90 us after it is woken (README, Performance): woken now, it
-  // starts while the caller checks the batch (30-40 us for 64 requests of 2k-token histories).
+  // A sleeping worker starts some 40-90 us after it is woken (docs/performance-log.md): woken now,
+  // it starts while the caller checks the batch (30-40 us for 64 requests of 2k-token histories).
   if (rows_spread(logits.num_rows)) pool_.wake();
   validate_batch(logits, batch, config_, !kept.empty());  // spec §12; throws InvalidArgument
   BatchPlan plan = plan_batch(batch, config_.vocab_size, config_.logprobs_mode);

@@ -40,9 +40,9 @@ DrawParams draw_params(const RowStep& row, float temperature) {
 // draw_from_input over `src`, a caller's row (divided by `temperature` on the way) or the working
 // row (already divided: temperature 1, the same quotients). `split`: how its passes may split.
 // Only a caller's row is read by other threads: the working row was just written by this one,
-// and handing its cache lines to another core cost more than the split saved (README
-// Performance). `summary`: the caller's row's raw summary, when step 8 needs it (a draw at
-// temperature 1 learns it on the way).
+// and handing its cache lines to another core cost more than the split saved
+// (docs/performance-log.md). `summary`: the caller's row's raw summary, when step 8 needs it (a
+// draw at temperature 1 learns it on the way).
 bool draw_from(RowStep& row, const void* src, DType dtype, float temperature,
                const ParallelFor& split, RawRowSummary* summary = nullptr) {
   const TokenId token = row.backend.draw_from_input(
