@@ -575,64 +575,51 @@ nlohmann::json report_targets(const std::vector<Result>& results, const nlohmann
 
 }  // namespace
 
-int run_bench(const BenchOptions& options) {
-  const int threads =
-      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<Scenario> scenarios;
-  std::string backend_name;
-  {
-    SamplerConfig probe;
-    probe.vocab_size = 1;
-    probe.threads = 1;
-    probe.backend = options.backend;
-    backend_name = Sampler(probe).backend_name();
-  }
-  std::vector<Scenario> all = all_scenarios(threads);
-  // A name picks that scenario alone (decode_b1, not decode_b1_paused too); else a prefix.
+// The name of the backend `kind` picks on this machine.
+std::string backend_name(BackendKind kind) {
+  SamplerConfig probe;
+  probe.vocab_size = 1;
+  probe.threads = 1;
+  probe.backend = kind;
+  return Sampler(probe).backend_name();
+}
+
+// The scenarios --scenario picks, on `backend`: a name alone (decode_b1, not decode_b1_paused
+// too), else every name with that prefix; all when it is empty.
+std::vector<Scenario> chosen_scenarios(const BenchOptions& options, int threads) {
+  std::vector<Scenario> all = all_scenarios(threads), chosen;
   const bool named = std::any_of(all.begin(), all.end(),
                                  [&](const Scenario& s) { return s.name == options.scenario; });
   for (Scenario& s : all)
     if (options.scenario.empty() || s.name == options.scenario ||
         (!named && s.name.rfind(options.scenario, 0) == 0)) {
       s.backend = options.backend;  // the backend the header names is the one timed
-      scenarios.push_back(std::move(s));
+      chosen.push_back(std::move(s));
     }
-  if (scenarios.empty())
+  if (chosen.empty())
     throw InvalidArgument("--scenario " + options.scenario +
                           ": no scenario has that name or prefix");
-  // A path the results cannot be written to fails now, not after minutes of timing (the probe
-  // leaves no empty file behind).
-  if (!options.json_path.empty()) {
-    std::error_code error;
-    // A link counts as there even when dangling: removing it would lose the link and leave the
-    // file the probe made through it.
-    const bool existed =
-        std::filesystem::exists(std::filesystem::symlink_status(options.json_path, error));
-    if (!std::ofstream(options.json_path, std::ios::app))
-      throw InvalidArgument("--json " + options.json_path + ": cannot open for writing");
-    if (!existed) std::filesystem::remove(options.json_path, error);
-  }
+  return chosen;
+}
 
-  std::vector<Result> results;
-  for (size_t i = 0; i < scenarios.size(); ++i) {
-    const Scenario& s = scenarios[i];
-    std::fprintf(stderr, "[%zu/%zu] %s: batch %lld, vocab %lld, %s, %d threads ...\n", i + 1,
-                 scenarios.size(), s.name.c_str(), static_cast<long long>(s.batch),
-                 static_cast<long long>(s.vocab), s.dtype == DType::f32 ? "fp32" : "bf16",
-                 s.threads);
-    results.push_back(run_scenario(s));
-  }
+// A path the results cannot be written to fails now, not after minutes of timing (the probe
+// leaves no empty file behind).
+void check_writable(const std::string& json_path) {
+  std::error_code error;
+  // A link counts as there even when dangling: removing it would lose the link and leave the
+  // file the probe made through it.
+  const bool existed = std::filesystem::exists(std::filesystem::symlink_status(json_path, error));
+  if (!std::ofstream(json_path, std::ios::app))
+    throw InvalidArgument("--json " + json_path + ": cannot open for writing");
+  if (!existed) std::filesystem::remove(json_path, error);
+}
 
-  const std::string cpu_name = cpu_model();  // read once: the header and the JSON
-  std::printf("lastmile bench: backend %s, %s, medians per row\n", backend_name.c_str(),
-              cpu_name.c_str());
-  const std::optional<WorkerStart> wake = worker_start(threads);
-  if (wake) print_worker_start(*wake, threads);
-  std::printf("\n");
+// The table of scenarios on stdout; its rows as JSON.
+nlohmann::json print_table(const std::vector<Result>& results) {
   std::printf("%-22s %6s %7s %5s %3s %12s %12s %13s %9s %10s\n", "scenario", "batch", "vocab",
               "dtype", "thr", "ours_us/row", "roofline_us", "baseline_us", "ours/roof",
               "base/ours");
-  nlohmann::json scenario_json = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array();
   for (const Result& r : results) {
     const Scenario& s = r.scenario;
     const char* dtype = s.dtype == DType::f32 ? "fp32" : "bf16";
@@ -640,19 +627,23 @@ int run_bench(const BenchOptions& options) {
                 static_cast<long long>(s.batch), static_cast<long long>(s.vocab), dtype, s.threads,
                 r.ours_us, r.roofline_us, r.baseline_us, r.ours_us / r.roofline_us,
                 r.baseline_us / r.ours_us);
-    scenario_json.push_back({{"name", s.name},
-                             {"batch", s.batch},
-                             {"vocab", s.vocab},
-                             {"dtype", dtype},
-                             {"threads", s.threads},
-                             {"median_us_per_row", r.ours_us},
-                             {"roofline_us_per_row", r.roofline_us},
-                             {"baseline_us_per_row", r.baseline_us}});
-    if (s.twin != Scenario::Twin::none) scenario_json.back()["twin_us_per_row"] = r.twin_us;
+    rows.push_back({{"name", s.name},
+                    {"batch", s.batch},
+                    {"vocab", s.vocab},
+                    {"dtype", dtype},
+                    {"threads", s.threads},
+                    {"median_us_per_row", r.ours_us},
+                    {"roofline_us_per_row", r.roofline_us},
+                    {"baseline_us_per_row", r.baseline_us}});
+    if (s.twin != Scenario::Twin::none) rows.back()["twin_us_per_row"] = r.twin_us;
   }
-  // The roofline's own exponents beside ours: where a batch outgrows a cache level its read
-  // slows per byte (on a Xeon's 105 MB L3, 64 rows of 256000 fp32 tokens read 2-2.5x slower a
-  // token than 64 of 32000), and ours grows with it.
+  return rows;
+}
+
+// The scaling scenarios' fitted exponents, the roofline's own beside ours: printed, and as JSON.
+// Where a batch outgrows a cache level its read slows per byte (on a Xeon's 105 MB L3, 64 rows of
+// 256000 fp32 tokens read 2-2.5x slower a token than 64 of 32000), and ours grows with it.
+nlohmann::json report_scaling(const std::vector<Result>& results) {
   std::vector<std::pair<double, double>> by_batch, by_vocab, roof_by_batch, roof_by_vocab;
   for (const Result& r : results) {
     const auto batch = static_cast<double>(r.scenario.batch);
@@ -666,20 +657,27 @@ int run_bench(const BenchOptions& options) {
       roof_by_vocab.emplace_back(r.scenario.vocab, roofline_per_call);
     }
   }
-  nlohmann::json scaling_json = nlohmann::json::object();
-  if (by_batch.size() > 1) {
-    scaling_json["batch_exponent"] = fitted_exponent(by_batch);
-    scaling_json["batch_roofline_exponent"] = fitted_exponent(roof_by_batch);
-    std::printf("\nscaling: time per call ~ batch^%.2f (roofline ^%.2f)", fitted_exponent(by_batch),
-                fitted_exponent(roof_by_batch));
-  }
-  if (by_vocab.size() > 1) {
-    scaling_json["vocab_exponent"] = fitted_exponent(by_vocab);
-    scaling_json["vocab_roofline_exponent"] = fitted_exponent(roof_by_vocab);
-    std::printf(", ~ vocab^%.2f (roofline ^%.2f)", fitted_exponent(by_vocab),
-                fitted_exponent(roof_by_vocab));
-  }
-  if (by_batch.size() > 1 || by_vocab.size() > 1) std::printf("\n");
+  nlohmann::json scaling = nlohmann::json::object();
+  std::vector<std::string> fits;  // "batch^1.10 (roofline ^1.15)", then the vocab's
+  auto fit = [&](const char* what, const auto& ours, const auto& roofline) {
+    if (ours.size() < 2) return;
+    const double exponent = fitted_exponent(ours), roofline_exponent = fitted_exponent(roofline);
+    scaling[std::string(what) + "_exponent"] = exponent;
+    scaling[std::string(what) + "_roofline_exponent"] = roofline_exponent;
+    char text[64];
+    std::snprintf(text, sizeof text, "%s^%.2f (roofline ^%.2f)", what, exponent, roofline_exponent);
+    fits.emplace_back(text);
+  };
+  fit("batch", by_batch, roof_by_batch);
+  fit("vocab", by_vocab, roof_by_vocab);
+  for (size_t i = 0; i < fits.size(); ++i)
+    std::printf("%s%s", i == 0 ? "\nscaling: time per call ~ " : ", ~ ", fits[i].c_str());
+  if (!fits.empty()) std::printf("\n");
+  return scaling;
+}
+
+// A line for each scenario timed in turns with a twin: its time as a multiple of the twin's.
+void print_twins(const std::vector<Result>& results) {
   for (const Result& r : results) {
     const char* twin = nullptr;
     switch (r.scenario.twin) {
@@ -698,27 +696,55 @@ int run_bench(const BenchOptions& options) {
     std::printf("%s: %.2fx the time of the same %s (%.1f us/row; timed in turns)\n",
                 r.scenario.name.c_str(), r.ours_us / r.twin_us, twin, r.twin_us);
   }
+}
 
-  const nlohmann::json targets_json = report_targets(results, scaling_json);
+void write_json(const std::string& path, const nlohmann::json& doc) {
+  std::ofstream out(path);
+  out << doc.dump(2) << '\n';
+  out.close();  // a full disk shows at the flush: checked after it
+  if (!out) throw Error(ErrorCode::internal, path + ": write failed");
+}
 
-  if (!options.json_path.empty()) {
-    const nlohmann::json doc = {
-        {"machine",
-         {{"cpu", cpu_name},
-          {"hardware_threads", std::thread::hardware_concurrency()},
-          {"simd_target", cpu::dispatch_target_name()},
-          {"backend", backend_name},
-          // null: one thread, or no worker came before the caller had run every task.
-          {"worker_start_delay_us",
-           wake && wake->measured > 0 ? nlohmann::json(wake->median_us) : nlohmann::json()}}},
-        {"scenarios", scenario_json},
-        {"scaling", scaling_json},
-        {"targets", targets_json}};
-    std::ofstream out(options.json_path);
-    out << doc.dump(2) << '\n';
-    out.close();  // a full disk shows at the flush: checked after it
-    if (!out) throw Error(ErrorCode::internal, options.json_path + ": write failed");
+int run_bench(const BenchOptions& options) {
+  const int threads =
+      options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const std::string backend = backend_name(options.backend);
+  const std::vector<Scenario> scenarios = chosen_scenarios(options, threads);
+  if (!options.json_path.empty()) check_writable(options.json_path);
+
+  std::vector<Result> results;
+  for (size_t i = 0; i < scenarios.size(); ++i) {
+    const Scenario& s = scenarios[i];
+    std::fprintf(stderr, "[%zu/%zu] %s: batch %lld, vocab %lld, %s, %d threads ...\n", i + 1,
+                 scenarios.size(), s.name.c_str(), static_cast<long long>(s.batch),
+                 static_cast<long long>(s.vocab), s.dtype == DType::f32 ? "fp32" : "bf16",
+                 s.threads);
+    results.push_back(run_scenario(s));
   }
+
+  const std::string cpu_name = cpu_model();  // read once: the header and the JSON
+  std::printf("lastmile bench: backend %s, %s, medians per row\n", backend.c_str(),
+              cpu_name.c_str());
+  const std::optional<WorkerStart> wake = worker_start(threads);
+  if (wake) print_worker_start(*wake, threads);
+  std::printf("\n");
+  const nlohmann::json scenario_json = print_table(results);
+  const nlohmann::json scaling_json = report_scaling(results);
+  print_twins(results);
+  const nlohmann::json targets_json = report_targets(results, scaling_json);
+  if (options.json_path.empty()) return 0;
+  write_json(options.json_path,
+             {{"machine",
+               {{"cpu", cpu_name},
+                {"hardware_threads", std::thread::hardware_concurrency()},
+                {"simd_target", cpu::dispatch_target_name()},
+                {"backend", backend},
+                // null: one thread, or no worker came before the caller had run every task.
+                {"worker_start_delay_us",
+                 wake && wake->measured > 0 ? nlohmann::json(wake->median_us) : nlohmann::json()}}},
+              {"scenarios", scenario_json},
+              {"scaling", scaling_json},
+              {"targets", targets_json}});
   return 0;
 }
 
