@@ -93,12 +93,12 @@ int64_t load_row_repeated(const void* HWY_RESTRICT src, DType dtype, float* HWY_
                      [&](auto source) { return load_repeated_pass(source, dst, n, seen, r); });
 }
 
-// x /= t with the bits of scalar division (Quotient). Returns the first index holding NaN or
-// +inf, or -1 (the check rides along the pass).
-int64_t divide(float* HWY_RESTRICT x, size_t n, float t) {
+// x /= t with the bits of scalar division (Quotient, dividing as `how` says). Returns the first
+// index holding NaN or +inf, or -1 (the check rides along the pass).
+int64_t divide(float* HWY_RESTRICT x, size_t n, float t, Division how) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
-  const Quotient quotient(d, t);
+  const Quotient quotient(d, t, how);
   BadLanes bad(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
@@ -195,7 +195,9 @@ int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, co
                           float r) {
   return HWY_DYNAMIC_DISPATCH(load_row_repeated)(src, dtype, dst, n, seen, r);
 }
-int64_t divide(float* x, size_t n, float t) { return HWY_DYNAMIC_DISPATCH(divide)(x, n, t); }
+int64_t divide(float* x, size_t n, float t, Division how) {
+  return HWY_DYNAMIC_DISPATCH(divide)(x, n, t, how);
+}
 int64_t find_nan_or_inf(const float* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(find_nan_or_inf)(x, n);
 }

@@ -3,7 +3,9 @@
 // Re-included once per Highway target, as Highway's own -inl headers are.
 //
 // Why: a vector divide is slow next to the rest of a pass (on the order of ten cycles a 16-lane
-// vdivps on Intel's AVX-512 cores, 3.5 an 8-lane one on Zen 3). Instead, with y = RN(1 / t) and
+// vdivps on Intel's AVX-512 cores, 3.5 an 8-lane one on Zen 3), except where it runs beside the
+// FMAs the reciprocal would take (a Zen 4's AVX-512: vector_divide_pays, cpu/tuning.hpp, decides;
+// Division picks one for the tests). Instead, with y = RN(1 / t) and
 // its remainder's share y_lo = RN(RN(1 - t y) y) (1 - t y exact by FMA), once a row:
 // - q0 = RN(x y + RN(x y_lo)) is within an ulp of x / t: y + y_lo is 1 / t within about 2^-47
 //   relative, so before its one rounding q0 is within 3 * 2^-48 |x / t| of it.
@@ -27,6 +29,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cpu/kernels.hpp"
+#include "cpu/tuning.hpp"
+
 HWY_BEFORE_NAMESPACE();
 namespace lastmile::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -34,11 +39,11 @@ namespace hn = hwy::HWY_NAMESPACE;
 template <class D>
 class Quotient {
  public:
-  Quotient(D d, float t)
+  Quotient(D d, float t, Division how = Division::fastest)
       : t_(hn::Set(d, t)),
         y_(hn::Set(d, 1.0f / t)),
         y_lo_(hn::Set(d, std::fma(-t, 1.0f / t, 1.0f) * (1.0f / t))),
-        corrected_(HWY_NATIVE_FMA && t >= 0x1p-24f && t <= 0x1p24f) {}
+        corrected_(HWY_NATIVE_FMA && t >= 0x1p-24f && t <= 0x1p24f && ByReciprocal(how)) {}
 
   // x / t, rounded as IEEE division rounds it.
   HWY_INLINE hn::Vec<D> Of(D d, hn::Vec<D> x) const {
@@ -64,6 +69,11 @@ class Quotient {
   }
 
  private:
+  static bool ByReciprocal(Division how) {
+    if (how != Division::fastest) return how == Division::by_reciprocal;
+    return !(HWY_TARGET <= HWY_AVX3 && vector_divide_pays());  // AVX-512 measured only
+  }
+
   hn::Vec<D> t_, y_, y_lo_;
   bool corrected_;  // t in range, on a target with FMA
 };

@@ -1,6 +1,6 @@
 // lastmile — software prefetch for the streaming passes: ReadAhead requests a read's lines a
 // fixed distance ahead of it, LineByLine the next block's while a loop over this one runs; none
-// where software_prefetch_pays() says not (cpu/prefetch.hpp). Re-included once per Highway
+// where software_prefetch_pays() says not (cpu/tuning.hpp). Re-included once per Highway
 // target, as Highway's own -inl headers are.
 #if defined(LASTMILE_CPU_READ_AHEAD_INL_HPP_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LASTMILE_CPU_READ_AHEAD_INL_HPP_
@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cpu/prefetch.hpp"
+#include "cpu/tuning.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace lastmile::cpu::HWY_NAMESPACE {

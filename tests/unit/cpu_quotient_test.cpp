@@ -1,7 +1,8 @@
 // The CPU backend's division by a temperature (cpu/quotient-inl.hpp: a multiply by a two-part 1 / t
-// corrected with FMAs, the divide outside the range where that is exact): the bits of scalar
-// division, through each pass that divides (cpu::divide, cpu::load_row, block_softmax_stats), on
-// every Highway target the unit tests run on. The long check is DISABLED_ here (minutes): run
+// corrected with FMAs, the divide outside the range where that is exact; or the vector divide
+// where it pays): the bits of scalar division, through each pass that divides (cpu::divide each
+// way, cpu::load_row and block_softmax_stats the faster way), on every Highway target the unit
+// tests run on. The long check is DISABLED_ here (minutes): run
 // it with --gtest_also_run_disabled_tests --gtest_filter='CpuQuotient.DISABLED_*'.
 #include <gtest/gtest.h>
 
@@ -50,6 +51,11 @@ std::vector<float> mixed_row(uint64_t seed) {
   return x;
 }
 
+using lastmile::cpu::Division;
+// Every way cpu::divide can divide; whichever this CPU prefers is one of the other two.
+constexpr Division kDivisions[] = {Division::fastest, Division::by_reciprocal,
+                                   Division::by_instruction};
+
 void expect_scalar_quotients(const std::vector<float>& x, const std::vector<float>& got, float t) {
   ASSERT_EQ(got.size(), x.size());
   for (size_t i = 0; i < x.size(); ++i) {
@@ -64,11 +70,13 @@ void expect_scalar_quotients(const std::vector<float>& x, const std::vector<floa
 }
 
 TEST(CpuQuotient, DivideGivesScalarDivisionsBits) {
-  for (const float t : kTemperatures) {
-    const std::vector<float> x = mixed_row(1);
-    std::vector<float> got = x;
-    lastmile::cpu::divide(got.data(), got.size(), t);
-    expect_scalar_quotients(x, got, t);
+  for (const Division how : kDivisions) {
+    for (const float t : kTemperatures) {
+      const std::vector<float> x = mixed_row(1);
+      std::vector<float> got = x;
+      lastmile::cpu::divide(got.data(), got.size(), t, how);
+      expect_scalar_quotients(x, got, t);
+    }
   }
 }
 
@@ -105,10 +113,12 @@ TEST(CpuQuotient, CorrectedQuotientsOfLogitsAreScalarDivisions) {
   std::normal_distribution<float> logit(0.0f, 8.0f);
   std::vector<float> x(1 << 16);
   for (float& v : x) v = logit(rng);
-  for (const float t : kTemperatures) {
-    std::vector<float> got = x;
-    lastmile::cpu::divide(got.data(), got.size(), t);
-    expect_scalar_quotients(x, got, t);
+  for (const Division how : kDivisions) {
+    for (const float t : kTemperatures) {
+      std::vector<float> got = x;
+      lastmile::cpu::divide(got.data(), got.size(), t, how);
+      expect_scalar_quotients(x, got, t);
+    }
   }
 }
 
@@ -135,8 +145,9 @@ TEST(CpuQuotient, SoftmaxStatisticsSeeScalarQuotients) {
 }
 
 // Every dividend significand in [1, 2) against the 64 divisor significands nearest 1 and 2 and
-// 2,000 random ones (1.7e10 quotients through cpu::divide, about two minutes). Offline, the same
-// formula in scalar C went through 3,000 divisors (2.5e10 quotients) with no mismatch.
+// 2,000 random ones (1.7e10 quotients through cpu::divide by the reciprocal, about two minutes).
+// Offline, the same formula in scalar C went through 3,000 divisors (2.5e10 quotients) with no
+// mismatch.
 TEST(CpuQuotient, DISABLED_EveryDividendSignificandAgainstManyDivisors) {
   std::vector<float> x(size_t{1} << 23);
   for (uint32_t m = 0; m < x.size(); ++m) x[m] = std::bit_cast<float>(0x3f800000u | m);
@@ -147,7 +158,7 @@ TEST(CpuQuotient, DISABLED_EveryDividendSignificandAgainstManyDivisors) {
                                           : static_cast<uint32_t>(rng()) & 0x7fffffu;
     const float t = std::bit_cast<float>(0x3f800000u | significand);
     std::vector<float> got(x);
-    lastmile::cpu::divide(got.data(), got.size(), t);
+    lastmile::cpu::divide(got.data(), got.size(), t, Division::by_reciprocal);
     expect_scalar_quotients(x, got, t);
   }
 }

@@ -1,5 +1,6 @@
-// lastmile — whether the kernels' software prefetches pay on this CPU: decided once a process
-// from the CPU's identity, as measured on each kind the project has run on (the performance log).
+// lastmile — how the kernels run on this CPU, never what they compute: choices measured on each
+// kind of machine the project has run on (the performance log), decided once a process from the
+// CPU's vendor and family.
 #pragma once
 
 namespace lastmile::cpu {
@@ -14,5 +15,14 @@ namespace lastmile::cpu {
 // against 0.97-1.04x, temperature 71-78 against 66-68 us a row. So none there; family 19h also
 // holds Zen 3, which was not measured. Never changes a result, only when lines are asked for.
 bool software_prefetch_pays();
+
+// Whether the AVX-512 passes that divide a row by its temperature take the vector divide rather
+// than Quotient's reciprocal corrected by FMAs (cpu/quotient-inl.hpp; both give IEEE division's
+// bits). The reciprocal was built on the Xeon of 2026-12-02, where a cached 128k row's statistics
+// at t = 0.8 took 54.8-56.5 us with vdivps and 44.6-45.1 without. On a Zen 4 (AMD family 19h) the
+// divide runs beside the FMAs that the reciprocal would take from the exp: the same statistics
+// 34.1-35.1 us with the reciprocal, 22.0-25.1 with vdivps. Only AVX-512 is measured: Zen 3 (also
+// family 19h) has none, and Zen 5 (family 1Ah) was not measured.
+bool vector_divide_pays();
 
 }  // namespace lastmile::cpu
