@@ -94,6 +94,19 @@ void BM_CpuExpBlockSums(benchmark::State& state) {
   count_row_bytes(state);
 }
 
+// A cached row divided by 0.8 in place, range(1) the way (cpu::Division: 0 this CPU's, 1 the
+// reciprocal, 2 the vector divide); the row divided back and forth, so it stays finite.
+void BM_CpuDivide(benchmark::State& state) {
+  auto row = llm_row(state.range(0));
+  const auto how = static_cast<cpu::Division>(state.range(1));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(cpu::divide(row.data(), row.size(), 0.8f, how));
+    benchmark::DoNotOptimize(cpu::divide(row.data(), row.size(), 1.25f, how));
+  }
+  state.SetBytesProcessed(2 * static_cast<int64_t>(state.iterations()) * state.range(0) *
+                          static_cast<int64_t>(sizeof(float)));
+}
+
 // range(1): the temperature times 10 (10: undivided, the row read in place).
 void BM_CpuBlockSoftmaxStats(benchmark::State& state) {
   const auto row = llm_row(state.range(0));
@@ -233,6 +246,7 @@ BENCHMARK(BM_CpuBlockMax<DType::bf16>)->ArgsProduct({{151936}, {256, 2048}});
 BENCHMARK(BM_CpuRowMaxBits16)->Arg(151936);
 BENCHMARK(BM_CpuArgmaxChecked)->Arg(32000)->Arg(128256);
 BENCHMARK(BM_CpuExpBlockSums)->Arg(32000)->Arg(128256);
+BENCHMARK(BM_CpuDivide)->ArgsProduct({{128256}, {0, 1, 2}});
 BENCHMARK(BM_CpuBlockSoftmaxStats)->ArgsProduct({{32000, 128256}, {10, 8}});
 BENCHMARK(BM_CpuBlockSoftmaxStatsBf16)->ArgsProduct({{151936}, {1, 64}});
 BENCHMARK(BM_CpuCompressAtLeast)->ArgsProduct({{32000, 128256}, {1, 25}});

@@ -110,6 +110,10 @@ int64_t divide(float* HWY_RESTRICT x, size_t n, float t, Division how) {
   return first_bad(x, !bad.Any(d) ? n - n % lanes : 0, n);
 }
 
+bool divides_by_reciprocal(float t, Division how) {
+  return Quotient(hn::ScalableTag<float>(), t, how).ByReciprocal();
+}
+
 // The Repetition factor over a float32 row in place (the reference's arithmetic, lane by lane).
 // Words of 64 tokens with no bit set are skipped whole. Returns the first index left +inf, or -1.
 int64_t apply_repetition_dense(float* HWY_RESTRICT x, size_t n, const uint64_t* HWY_RESTRICT seen,
@@ -183,6 +187,7 @@ namespace lastmile::cpu {
 HWY_EXPORT(load_row);
 HWY_EXPORT(load_row_repeated);
 HWY_EXPORT(divide);
+HWY_EXPORT(divides_by_reciprocal);
 HWY_EXPORT(find_nan_or_inf);
 HWY_EXPORT(apply_repetition_dense);
 HWY_EXPORT(subtract_two);
@@ -197,6 +202,9 @@ int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, co
 }
 int64_t divide(float* x, size_t n, float t, Division how) {
   return HWY_DYNAMIC_DISPATCH(divide)(x, n, t, how);
+}
+bool divides_by_reciprocal(float t, Division how) {
+  return HWY_DYNAMIC_DISPATCH(divides_by_reciprocal)(t, how);
 }
 int64_t find_nan_or_inf(const float* x, size_t n) {
   return HWY_DYNAMIC_DISPATCH(find_nan_or_inf)(x, n);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "cpu/tuning.hpp"
 #include "lastmile/logits_view.hpp"
 
 namespace lastmile::cpu {
@@ -48,11 +49,11 @@ int64_t load_row(const void* src, DType dtype, float* dst, size_t n, float t);
 // load_row (t = 1) and apply_repetition_dense (below) in one pass; the first NaN / +inf, or -1.
 int64_t load_row_repeated(const void* src, DType dtype, float* dst, size_t n, const uint64_t* seen,
                           float r);
-// How a pass divides by a temperature; each way gives IEEE division's bits (cpu/quotient-inl.hpp).
-// fastest: the faster way on this CPU (cpu/tuning.hpp); the others let tests reach both.
-enum class Division { fastest, by_reciprocal, by_instruction };
-// x /= t, exact IEEE division; the first NaN / +inf, or -1.
+// x /= t, exact IEEE division, the way `how` says (cpu/tuning.hpp); the first NaN / +inf, or -1.
 int64_t divide(float* x, size_t n, float t, Division how = Division::fastest);
+// Whether the dispatched target divides by t the reciprocal's way when asked `how` (else by the
+// vector divide): what the tests check the ways by, as both give the same bits.
+bool divides_by_reciprocal(float t, Division how);
 int64_t find_nan_or_inf(const float* x, size_t n);  // first NaN / +inf, or -1
 // x[i] *= x[i] > 0 ? 1 / r : r where bit i of seen is set; first +inf left, or -1. Exact.
 int64_t apply_repetition_dense(float* x, size_t n, const uint64_t* seen, float r);

@@ -1,12 +1,13 @@
-// lastmile — Quotient: x / t per lane with the bits of IEEE division, without a divide where the
-// target has FMA, for the passes that divide a row by its temperature (spec §8.1: torch's div_).
-// Re-included once per Highway target, as Highway's own -inl headers are.
+// lastmile — Quotient: x / t per lane with the bits of IEEE division, for the passes that divide a
+// row by its temperature (spec §8.1: torch's div_): a reciprocal corrected by FMAs where the
+// target has FMA, else the vector divide; or the divide itself where it pays. Re-included once per
+// Highway target, as Highway's own -inl headers are.
 //
 // Why: a vector divide is slow next to the rest of a pass (on the order of ten cycles a 16-lane
 // vdivps on Intel's AVX-512 cores, 3.5 an 8-lane one on Zen 3), except where it runs beside the
 // FMAs the reciprocal would take (a Zen 4's AVX-512: vector_divide_pays, cpu/tuning.hpp, decides;
-// Division picks one for the tests). Instead, with y = RN(1 / t) and
-// its remainder's share y_lo = RN(RN(1 - t y) y) (1 - t y exact by FMA), once a row:
+// a Division picks one way for the tests). Otherwise, with y = RN(1 / t) and its remainder's share
+// y_lo = RN(RN(1 - t y) y) (1 - t y exact by FMA), once a row:
 // - q0 = RN(x y + RN(x y_lo)) is within an ulp of x / t: y + y_lo is 1 / t within about 2^-47
 //   relative, so before its one rounding q0 is within 3 * 2^-48 |x / t| of it.
 // - q = RN(q0 + (x - q0 t) y), the residual exact by FMA, is RN(x / t): Markstein's theorem
@@ -29,7 +30,6 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/kernels.hpp"
 #include "cpu/tuning.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -43,7 +43,7 @@ class Quotient {
       : t_(hn::Set(d, t)),
         y_(hn::Set(d, 1.0f / t)),
         y_lo_(hn::Set(d, std::fma(-t, 1.0f / t, 1.0f) * (1.0f / t))),
-        corrected_(HWY_NATIVE_FMA && t >= 0x1p-24f && t <= 0x1p24f && ByReciprocal(how)) {}
+        corrected_(HWY_NATIVE_FMA && t >= 0x1p-24f && t <= 0x1p24f && ReciprocalChosen(how)) {}
 
   // x / t, rounded as IEEE division rounds it.
   HWY_INLINE hn::Vec<D> Of(D d, hn::Vec<D> x) const {
@@ -67,15 +67,17 @@ class Quotient {
 #endif
     return hn::Div(x, t_);
   }
+  // Whether x / t goes by the reciprocal (for t in range, on a target with FMA).
+  bool ByReciprocal() const { return corrected_; }
 
  private:
-  static bool ByReciprocal(Division how) {
+  static bool ReciprocalChosen(Division how) {
     if (how != Division::fastest) return how == Division::by_reciprocal;
     return !(HWY_TARGET <= HWY_AVX3 && vector_divide_pays());  // AVX-512 measured only
   }
 
   hn::Vec<D> t_, y_, y_lo_;
-  bool corrected_;  // t in range, on a target with FMA
+  bool corrected_;  // t in range, on a target with FMA, and the reciprocal chosen (`how`)
 };
 
 }  // namespace lastmile::cpu::HWY_NAMESPACE

@@ -25,16 +25,16 @@ bool amd_family_19h() {
 #endif
 }
 
+// Read once, thread-safely; constant after.
+bool amd_family_19h_once() {
+  static const bool is = amd_family_19h();
+  return is;
+}
+
 }  // namespace
 
-bool software_prefetch_pays() {
-  static const bool pays = !amd_family_19h();  // set once, thread-safely; constant after
-  return pays;
-}
+bool software_prefetch_pays() { return !amd_family_19h_once(); }
 
-bool vector_divide_pays() {
-  static const bool pays = amd_family_19h();  // set once, thread-safely; constant after
-  return pays;
-}
+bool vector_divide_pays() { return amd_family_19h_once(); }
 
 }  // namespace lastmile::cpu

@@ -5,6 +5,13 @@
 
 namespace lastmile::cpu {
 
+// How a pass divides by a temperature; every way gives IEEE division's bits
+// (cpu/quotient-inl.hpp). fastest: the way vector_divide_pays picks on this CPU and target (the
+// divide on AVX-512 where it pays, else the reciprocal); by_reciprocal still divides where the
+// target has no FMA or t lies outside [2^-24, 2^24]; by_instruction always divides. The last two
+// let tests reach both ways on any machine.
+enum class Division { fastest, by_reciprocal, by_instruction };
+
 // The streaming reads (ReadAhead, LineByLine, argmax's lines ahead) request lines ahead of them
 // only where that was measured to pay, or was never measured not to. On the Xeon of 2026-12-06
 // the block max passes fell behind a plain read from memory without their requests (256 rows of

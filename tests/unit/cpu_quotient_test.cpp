@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu/kernels.hpp"
@@ -105,21 +106,40 @@ TEST(CpuQuotient, DividedHalvesGiveScalarDivisionsOfTheirWidening) {
   }
 }
 
-// Ordinary logits only (every lane corrected, none divided), many of them: the path a
-// temperature row takes, where one multiply alone would be an ulp off for 9% (t = 0.7) to 64%
-// (t = 3e-5) of them.
+// Ordinary logits only, many of them, by the reciprocal (every lane corrected, none divided) and
+// the fastest way: the path a temperature row takes, where one multiply alone would be an ulp off
+// for 9% (t = 0.7) to 64% (t = 3e-5) of them.
 TEST(CpuQuotient, CorrectedQuotientsOfLogitsAreScalarDivisions) {
   std::mt19937_64 rng(3);
   std::normal_distribution<float> logit(0.0f, 8.0f);
   std::vector<float> x(1 << 16);
   for (float& v : x) v = logit(rng);
-  for (const Division how : kDivisions) {
+  for (const Division how : {Division::fastest, Division::by_reciprocal}) {
     for (const float t : kTemperatures) {
       std::vector<float> got = x;
       lastmile::cpu::divide(got.data(), got.size(), t, how);
       expect_scalar_quotients(x, got, t);
     }
   }
+}
+
+// Both ways give the same bits, so only this tells which way a pass takes: the divide when asked
+// or t is out of the reciprocal's range, the reciprocal when asked on a target with FMA (AVX2 and
+// AVX-512 among the x86 ones), and by default the reciprocal but on AVX-512 where
+// vector_divide_pays.
+TEST(CpuQuotient, EachWayIsTheOneAskedFor) {
+  using lastmile::cpu::divides_by_reciprocal;
+  const std::string target = lastmile::cpu::dispatch_target_name();
+  EXPECT_FALSE(divides_by_reciprocal(0.8f, Division::by_instruction)) << target;
+  EXPECT_FALSE(divides_by_reciprocal(1e30f, Division::by_reciprocal)) << target;
+  const bool fma = target.rfind("AVX", 0) == 0;  // AVX2, AVX3 and its kin
+  if (!fma && target != "SSE4" && target != "SSSE3" && target != "SCALAR" && target != "EMU128")
+    GTEST_SKIP() << "not an x86 target: " << target;
+  const bool avx512 = target.rfind("AVX3", 0) == 0;
+  EXPECT_EQ(divides_by_reciprocal(0.8f, Division::by_reciprocal), fma) << target;
+  EXPECT_EQ(divides_by_reciprocal(0.8f, Division::fastest),
+            fma && !(avx512 && lastmile::cpu::vector_divide_pays()))
+      << target;
 }
 
 // The statistics pass divides on the way: its block maxima are the maxima of the quotients.
