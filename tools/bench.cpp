@@ -436,6 +436,11 @@ Result run_scenario(const Scenario& s) {
   return result;
 }
 
+// A scenario's dtype as the table and the JSON name it.
+const char* dtype_label(DType dtype) {
+  return dtype == DType::f32 ? "fp32" : dtype == DType::f16 ? "fp16" : "bf16";
+}
+
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -622,7 +627,7 @@ nlohmann::json print_table(const std::vector<Result>& results) {
   nlohmann::json rows = nlohmann::json::array();
   for (const Result& r : results) {
     const Scenario& s = r.scenario;
-    const char* dtype = s.dtype == DType::f32 ? "fp32" : "bf16";
+    const char* dtype = dtype_label(s.dtype);
     std::printf("%-22s %6lld %7lld %5s %3d %12.1f %12.1f %13.1f %9.2f %10.2f\n", s.name.c_str(),
                 static_cast<long long>(s.batch), static_cast<long long>(s.vocab), dtype, s.threads,
                 r.ours_us, r.roofline_us, r.baseline_us, r.ours_us / r.roofline_us,
@@ -717,8 +722,7 @@ int run_bench(const BenchOptions& options) {
     const Scenario& s = scenarios[i];
     std::fprintf(stderr, "[%zu/%zu] %s: batch %lld, vocab %lld, %s, %d threads ...\n", i + 1,
                  scenarios.size(), s.name.c_str(), static_cast<long long>(s.batch),
-                 static_cast<long long>(s.vocab), s.dtype == DType::f32 ? "fp32" : "bf16",
-                 s.threads);
+                 static_cast<long long>(s.vocab), dtype_label(s.dtype), s.threads);
     results.push_back(run_scenario(s));
   }
 
