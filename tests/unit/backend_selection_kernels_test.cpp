@@ -234,5 +234,23 @@ TEST_P(BackendKernels, PenaltiesTouchOnlyCountedTokens) {
   EXPECT_EQ(x, expected);
 }
 
+// Spec §7.2 rounds each product to float32 before it subtracts, as torch does. On these values a
+// fused multiply-add of either product gives other bits: what GCC makes of `l * r - f * c`
+// wherever the target has FMA (in C++ by default; on AArch64 always) unless told not to
+// (-ffp-contract=off, CMakeLists.txt). The vocabulary size plays no part.
+TEST_P(BackendKernels, PenaltiesRoundEachProductBeforeSubtracting) {
+  const float reciprocal = 1.0f / 1.3f;
+  const float repeated = rounded_product(2.3f, reciprocal), counted = rounded_product(0.1f, 3.0f);
+  ASSERT_NE(repeated - counted, std::fma(2.3f, reciprocal, -counted));
+  ASSERT_NE(repeated - counted, std::fma(-0.1f, 3.0f, repeated));
+  std::vector<float> x = logits(12);
+  x[0] = 2.3f;
+  std::vector<float> expected = x;
+  expected[0] = repeated - counted;
+  const std::vector<TokenCount> counts = {{0, 3, true}};
+  backend().apply_penalties(x.data(), counts, 1.3f, 0.1f, 0.0f);
+  EXPECT_EQ(x, expected);
+}
+
 }  // namespace
 }  // namespace lastmile_test

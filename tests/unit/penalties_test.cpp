@@ -151,7 +151,8 @@ TEST(Penalties, PenaltiesApplyBeforeTemperature) {
 namespace lastmile_test {
 namespace {
 
-// The spec's formulas (§7.2) written out per token, for the long-history paths below.
+// The spec's formulas (§7.2) written out per token, for the long-history paths below: each product
+// rounded before it subtracts, as torch does, whatever the test's build lets the compiler fuse.
 std::vector<float> penalised_by_the_spec(std::vector<float> x, const Row& row, bool bonus) {
   std::vector<TokenId> history = row.output;
   if (bonus) history.insert(history.end(), row.spec.begin(), row.spec.end());
@@ -161,9 +162,10 @@ std::vector<float> penalised_by_the_spec(std::vector<float> x, const Row& row, b
   for (TokenId t : history) seen[t] = true, ++count[t];
   const RequestParams& p = row.params;
   for (size_t t = 0; t < x.size(); ++t) {
-    if (seen[t]) x[t] *= x[t] > 0 ? 1.0f / p.repetition_penalty : p.repetition_penalty;
-    x[t] -= p.frequency_penalty * static_cast<float>(count[t]);
-    x[t] -= p.presence_penalty * (count[t] > 0 ? 1.0f : 0.0f);
+    if (seen[t])
+      x[t] = rounded_product(x[t], x[t] > 0 ? 1.0f / p.repetition_penalty : p.repetition_penalty);
+    x[t] -= rounded_product(p.frequency_penalty, static_cast<float>(count[t]));
+    x[t] -= rounded_product(p.presence_penalty, count[t] > 0 ? 1.0f : 0.0f);
   }
   return x;
 }

@@ -39,6 +39,13 @@ struct Row {
   std::optional<uint64_t> step;
 };
 
+// a * b rounded to float32 on its own, as torch rounds each product: a volatile store, which no
+// compiler fuses with what follows into an FMA, whatever -ffp-contract says.
+inline float rounded_product(float a, float b) {
+  volatile float product = a * b;
+  return product;
+}
+
 inline RequestParams greedy_params() {
   RequestParams p;
   p.temperature = 0.0f;
