@@ -8,8 +8,8 @@ set -euo pipefail
 packages=(
   g++-aarch64-linux-gnu=4:12.*   # the cross compiler (g++ 12, as the native build)
   libhwy-dev:arm64=1.0.3-*       # Highway for the target
-  libgtest-dev:arm64=1.12.*      # the unit tests, of which the stage runs the FP environment's
-  qemu-user=1:7.2*               # runs the cross-built CLI on the golden cases
+  libgtest-dev:arm64=1.12.*      # the unit tests, which the stage runs
+  qemu-user=1:7.2*               # runs the cross-built CLI on the golden cases, and the tests
 )
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
