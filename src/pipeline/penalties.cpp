@@ -41,7 +41,8 @@ void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
     return;
   }
   // Sparse: the distinct tokens (each bit cleared on its first visit) through the backend's
-  // penalty with frequency and presence 0, then the first +inf among them, in visit order.
+  // penalty with frequency and presence 0, then the lowest id made +inf, as the dense pass and a
+  // RequestBatch's kept bitmap name it.
   std::vector<TokenCount>& distinct = row.scratch.token_counts;
   distinct.clear();
   const auto visit = [&](TokenId id) {
@@ -50,11 +51,10 @@ void apply_repetition_from_batch(RowStep& row, float repetition_penalty) {
   for (TokenId id : row.request.prompt_token_ids) visit(id);
   for (size_t i = 0; i < history.size(); ++i) visit(history[i]);
   row.backend.apply_penalties(row.logits.data(), distinct, repetition_penalty, 0.0f, 0.0f);
+  TokenId lowest = -1;
   for (const TokenCount& c : distinct)
-    if (row.logits[c.token_id] == kInf) {
-      row.record_bad_value(c.token_id, "repetition_penalty");
-      return;
-    }
+    if (row.logits[c.token_id] == kInf && (lowest < 0 || c.token_id < lowest)) lowest = c.token_id;
+  row.record_bad_value(lowest, "repetition_penalty");
 }
 
 }  // namespace

@@ -504,6 +504,33 @@ TEST_P(Overflow, RepetitionPenaltyBelowOneIsReportedByARequestBatch) {
                  ErrorCode::invalid_logits);
 }
 
+// Where several tokens overflow, every path names the lowest: the sparse walk over a short
+// history (6 tokens x 16 < 100), the dense pass over a longer one, and a RequestBatch's kept
+// bitmap (the sparse walk once named the first in the prompt's order, 51).
+TEST_P(Overflow, RepetitionPenaltyNamesTheLowestOverflowingTokenOnEveryPath) {
+  SamplerConfig config = make_config(100, 1);
+  config.backend = GetParam();
+  RequestParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 0.5f;
+  for (const std::vector<TokenId>& prompt : {std::vector<TokenId>{51, 87, 16, 39, 2, 4},
+                                             std::vector<TokenId>{51, 87, 16, 39, 2, 4, 60}}) {
+    SCOPED_TRACE(prompt.size());
+    std::vector<float> logits(100, 1.0f);
+    for (const TokenId id : prompt) logits[static_cast<size_t>(id)] = 3e38f;
+    Sampler sampler(config);
+    Row row = row_with(p);
+    row.prompt = prompt;
+    expect_invalid(
+        [&] { sampler.sample(LogitsView::f32(logits.data(), 1, 100), make_batch({row})); },
+        "request 0: repetition_penalty made the logits +inf at token_id 2");
+    lastmile::RequestBatch requests(config);
+    requests.add("a", p, prompt);
+    expect_invalid([&] { requests.step(LogitsView::f32(logits.data(), 1, 100)); },
+                   "request 'a' (row 0): repetition_penalty made the logits +inf at token_id 2");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Overflow,
                          ::testing::Values(lastmile::BackendKind::cpu,
                                            lastmile::BackendKind::reference));
