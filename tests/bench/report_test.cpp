@@ -1,0 +1,138 @@
+// `lastmile bench`'s report (bench/scenarios/report.hpp) judges issue #3's targets: each bound
+// met when reached, each ratio taken the way round the issue states it, a value printed with a
+// third decimal where two would show it on its bound, and the scaling exponents the least-squares
+// slopes of log time against log size. Figures made up to sit on and just past each bound.
+#include "report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace lastmile_test {
+namespace {
+
+using lastmile::bench::Result;
+
+Result result(const std::string& name, double ours_us, double roofline_us, double baseline_us = 1,
+              double twin_us = 0, int64_t batch = 64, int64_t vocab = 128256) {
+  Result r;
+  r.scenario.name = name;
+  r.scenario.batch = batch;
+  r.scenario.vocab = vocab;
+  r.scenario.threads = 2;
+  r.ours_us = ours_us;
+  r.roofline_us = roofline_us;
+  r.baseline_us = baseline_us;
+  r.twin_us = twin_us;
+  return r;
+}
+
+// The report's JSON entry named `name` (a failure, and null, if there is none), and its printout.
+struct Report {
+  nlohmann::json targets;
+  std::string printed;
+  nlohmann::json at(const std::string& name) const {
+    for (const auto& t : targets)
+      if (t["name"] == name) return t;
+    ADD_FAILURE() << "no target " << name << " in " << targets.dump();
+    return nullptr;
+  }
+};
+Report report(const std::vector<Result>& results,
+              const nlohmann::json& scaling = nlohmann::json::object()) {
+  testing::internal::CaptureStdout();
+  Report r{lastmile::bench::report_targets(results, scaling), ""};
+  r.printed = testing::internal::GetCapturedStdout();
+  return r;
+}
+
+TEST(BenchReport, ARatioToTheRooflineOnItsBoundIsMetAndJustPastItIsNot) {
+  const Report on = report({result("greedy", 1.5, 1.0), result("serving_mix_qwen", 8.0, 2.0)});
+  EXPECT_EQ(on.at("greedy ours/roofline")["met"], true);
+  EXPECT_EQ(on.at("serving_mix_qwen ours/roofline")["met"], true);
+  EXPECT_NE(on.printed.find("targets (issue #3): 2 of 2 met"), std::string::npos) << on.printed;
+  const Report past = report({result("greedy", 1.5 * (1 + 1e-9), 1.0)});
+  EXPECT_EQ(past.at("greedy ours/roofline")["met"], false);
+  EXPECT_NE(past.printed.find("NOT MET"), std::string::npos) << past.printed;
+}
+
+TEST(BenchReport, TheBaselineTargetIsTheBaselineOverOurs) {
+  const Report r = report({result("topp", 100, 50, 5000), result("topk_topp", 100, 50, 4999)});
+  EXPECT_DOUBLE_EQ(r.at("topp baseline/ours")["value"].get<double>(), 50.0);
+  EXPECT_EQ(r.at("topp baseline/ours")["met"], true);
+  EXPECT_EQ(r.at("topk_topp baseline/ours")["met"], false);
+}
+
+// topp_flat and the 32k history are at most a multiple of their twin's time; two threads at
+// least 1.7x faster than the one-thread twin.
+TEST(BenchReport, TwinTargetsTakeEachRatioTheIssuesWayRound) {
+  const Report met =
+      report({result("topp_flat", 40, 10, 1, 20), result("serving_mix", 10, 5, 1, 17),
+              result("stateful_history_32k", 12, 5, 1, 10)});
+  EXPECT_DOUBLE_EQ(met.at("topp_flat / topp (in turns)")["value"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(met.at("serving_mix 2 vs 1 thread (in turns)")["value"].get<double>(), 1.7);
+  EXPECT_DOUBLE_EQ(met.at("stateful 32k / no history (in turns)")["value"].get<double>(), 1.2);
+  auto in_turns = [](const nlohmann::json& t) {
+    return t["name"].get<std::string>().ends_with("(in turns)");
+  };
+  for (const auto& t : met.targets)
+    if (in_turns(t)) {
+      EXPECT_EQ(t["met"], true) << t.dump();
+    }
+  const Report missed =
+      report({result("topp_flat", 41, 10, 1, 20), result("serving_mix", 10, 5, 1, 16.9),
+              result("stateful_history_32k", 12.1, 5, 1, 10)});
+  for (const auto& t : missed.targets)
+    if (in_turns(t)) {
+      EXPECT_EQ(t["met"], false) << t.dump();
+    }
+}
+
+// 1.153 would print as 1.15 beside "0.85-1.15": it is printed 1.153, NOT MET.
+TEST(BenchReport, AValueThatTwoDecimalsWouldPutOnItsBoundGetsAThird) {
+  const Report past = report({}, {{"vocab_exponent", 1.153}, {"batch_exponent", 0.846}});
+  EXPECT_NE(past.printed.find("1.153  0.85-1.15  NOT MET"), std::string::npos) << past.printed;
+  EXPECT_NE(past.printed.find("0.846  0.85-1.15  NOT MET"), std::string::npos) << past.printed;
+  const Report within = report({}, {{"vocab_exponent", 1.147}, {"batch_exponent", 1.04}});
+  EXPECT_NE(within.printed.find("1.147  0.85-1.15  met"), std::string::npos) << within.printed;
+  EXPECT_NE(within.printed.find("1.04  0.85-1.15  met"), std::string::npos) << within.printed;
+}
+
+TEST(BenchReport, ScenariosWithoutATargetReportNone) {
+  const Report r = report({result("topp_long_tail", 100, 10), result("decode_b1", 10, 5, 1, 9)});
+  EXPECT_TRUE(r.targets.empty());
+  EXPECT_EQ(r.printed, "");
+}
+
+// Per call (per row times the batch): ours exactly b^1 and v^0.9, the roofline b^1.2 and v^1.
+TEST(BenchReport, ScalingExponentsAreTheSlopesOfLogTimeAgainstLogSize) {
+  std::vector<Result> results;
+  for (int64_t b : {1, 4, 16, 64, 256}) {
+    const auto batch = static_cast<double>(b);
+    results.push_back(
+        result("scaling_b" + std::to_string(b), 3.0, 2.0 * std::pow(batch, 0.2), 1, 0, b));
+  }
+  for (int64_t v : {32000, 128256, 256000}) {
+    const auto vocab = static_cast<double>(v);
+    results.push_back(result("scaling_v" + std::to_string(v), std::pow(vocab, 0.9) / 64, vocab / 64,
+                             1, 0, 64, v));
+  }
+  testing::internal::CaptureStdout();
+  const nlohmann::json scaling = lastmile::bench::report_scaling(results);
+  const std::string printed = testing::internal::GetCapturedStdout();
+  EXPECT_NEAR(scaling["batch_exponent"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(scaling["batch_roofline_exponent"].get<double>(), 1.2, 1e-9);
+  EXPECT_NEAR(scaling["vocab_exponent"].get<double>(), 0.9, 1e-9);
+  EXPECT_NEAR(scaling["vocab_roofline_exponent"].get<double>(), 1.0, 1e-9);
+  EXPECT_NE(printed.find("batch^1.00 (roofline ^1.20), ~ vocab^0.90 (roofline ^1.00)"),
+            std::string::npos)
+      << printed;
+  const Report r = report(results, scaling);
+  EXPECT_EQ(r.at("scaling batch_exponent")["met"], true);
+  EXPECT_EQ(r.at("scaling vocab_exponent")["met"], true);
+}
+
+}  // namespace
+}  // namespace lastmile_test
