@@ -531,6 +531,35 @@ TEST_P(Overflow, RepetitionPenaltyNamesTheLowestOverflowingTokenOnEveryPath) {
   }
 }
 
+// The README's promise for the other overflows: a temperature names the lowest id it made +inf
+// (the row split over two threads too), a logit_bias the first of its list that overflowed.
+TEST_P(Overflow, TemperatureNamesTheLowestAndLogitBiasTheFirstListed) {
+  for (const int64_t vocab : {int64_t{100}, int64_t{200000}}) {
+    SCOPED_TRACE(vocab);
+    SamplerConfig config = make_config(vocab, 1);
+    config.backend = GetParam();
+    config.threads = 2;
+    Sampler sampler(config);
+    std::vector<float> logits(static_cast<size_t>(vocab), 1.0f);
+    for (const int64_t id : {vocab - 7, vocab / 2, int64_t{11}})
+      logits[static_cast<size_t>(id)] = 3e38f;
+    RequestParams p;
+    p.temperature = 0.5f;
+    expect_invalid(
+        [&] {
+          sampler.sample(LogitsView::f32(logits.data(), 1, vocab), make_batch({row_with(p)}));
+        },
+        "request 0: temperature made the logits +inf at token_id 11");
+    p.temperature = 0.0f;
+    p.logit_bias = {{static_cast<TokenId>(vocab / 2), 1e38f}, {11, 1e38f}};
+    expect_invalid(
+        [&] {
+          sampler.sample(LogitsView::f32(logits.data(), 1, vocab), make_batch({row_with(p)}));
+        },
+        "request 0: logit_bias made the logits +inf at token_id " + std::to_string(vocab / 2));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Overflow,
                          ::testing::Values(lastmile::BackendKind::cpu,
                                            lastmile::BackendKind::reference));
