@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lastmile_test {
@@ -48,14 +51,24 @@ Report report(const std::vector<Result>& results,
   return r;
 }
 
+// Each of the issue's seven limits on ours / roofline, reached and passed.
 TEST(BenchReport, ARatioToTheRooflineOnItsBoundIsMetAndJustPastItIsNot) {
-  const Report on = report({result("greedy", 1.5, 1.0), result("serving_mix_qwen", 8.0, 2.0)});
-  EXPECT_EQ(on.at("greedy ours/roofline")["met"], true);
-  EXPECT_EQ(on.at("serving_mix_qwen ours/roofline")["met"], true);
-  EXPECT_NE(on.printed.find("targets (issue #3): 2 of 2 met"), std::string::npos) << on.printed;
-  const Report past = report({result("greedy", 1.5 * (1 + 1e-9), 1.0)});
-  EXPECT_EQ(past.at("greedy ours/roofline")["met"], false);
-  EXPECT_NE(past.printed.find("NOT MET"), std::string::npos) << past.printed;
+  const std::pair<const char*, double> limits[] = {
+      {"greedy", 1.5}, {"temperature", 3}, {"topk_topp", 3},       {"topp", 3},
+      {"minp", 3},     {"serving_mix", 4}, {"serving_mix_qwen", 4}};
+  std::vector<Result> on, past;
+  for (const auto& [name, limit] : limits) {
+    on.push_back(result(name, limit * 2, 2.0));
+    past.push_back(result(name, limit * 2 * (1 + 1e-9), 2.0));
+  }
+  const Report met = report(on), missed = report(past);
+  for (const auto& [name, limit] : limits) {
+    SCOPED_TRACE(name);
+    const std::string target = std::string(name) + " ours/roofline";
+    EXPECT_DOUBLE_EQ(met.at(target)["value"].get<double>(), limit);
+    EXPECT_EQ(met.at(target)["met"], true);
+    EXPECT_EQ(missed.at(target)["met"], false);
+  }
 }
 
 TEST(BenchReport, TheBaselineTargetIsTheBaselineOverOurs) {
@@ -74,20 +87,15 @@ TEST(BenchReport, TwinTargetsTakeEachRatioTheIssuesWayRound) {
   EXPECT_DOUBLE_EQ(met.at("topp_flat / topp (in turns)")["value"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(met.at("serving_mix 2 vs 1 thread (in turns)")["value"].get<double>(), 1.7);
   EXPECT_DOUBLE_EQ(met.at("stateful 32k / no history (in turns)")["value"].get<double>(), 1.2);
-  auto in_turns = [](const nlohmann::json& t) {
-    return t["name"].get<std::string>().ends_with("(in turns)");
-  };
-  for (const auto& t : met.targets)
-    if (in_turns(t)) {
-      EXPECT_EQ(t["met"], true) << t.dump();
-    }
+  for (const char* name : {"topp_flat / topp (in turns)", "serving_mix 2 vs 1 thread (in turns)",
+                           "stateful 32k / no history (in turns)"})
+    EXPECT_EQ(met.at(name)["met"], true) << name;
   const Report missed =
       report({result("topp_flat", 41, 10, 1, 20), result("serving_mix", 10, 5, 1, 16.9),
               result("stateful_history_32k", 12.1, 5, 1, 10)});
-  for (const auto& t : missed.targets)
-    if (in_turns(t)) {
-      EXPECT_EQ(t["met"], false) << t.dump();
-    }
+  for (const char* name : {"topp_flat / topp (in turns)", "serving_mix 2 vs 1 thread (in turns)",
+                           "stateful 32k / no history (in turns)"})
+    EXPECT_EQ(missed.at(name)["met"], false) << name;
 }
 
 // 1.153 would print as 1.15 beside "0.85-1.15": it is printed 1.153, NOT MET.
