@@ -71,6 +71,8 @@ class ScenarioLogits {
       std::memcpy(bytes_.data() + c * batch_bytes_, bytes_.data(), batch_bytes_);
     view_.data = bytes_.data();  // the resize may have moved them
   }
+  ScenarioLogits(const ScenarioLogits&) = delete;  // view_ points into bytes_
+  ScenarioLogits& operator=(const ScenarioLogits&) = delete;
   const LogitsView& first() const { return view_; }
   LogitsView next() {
     copy_ = (copy_ + 1) % copies_;

@@ -15,9 +15,11 @@ constexpr int64_t kLlama = 128256, kQwen = 151936;
 
 using Request = decltype(Scenario::request);
 
-// `batch` rows of LLM-shaped float32 logits, each request set by `request`.
-Scenario rows(std::string name, int64_t batch, int64_t vocab, int threads, Request request) {
-  return {std::move(name), batch, vocab, DType::f32, cli::LogitsShape::llm, threads, request, {}};
+// A scenario of `batch` LLM-shaped float32 rows, each request set by `request`.
+Scenario llm_scenario(std::string name, int64_t batch, int64_t vocab, int threads,
+                      Request request) {
+  return {std::move(name),    batch, vocab, DType::f32, cli::LogitsShape::llm, threads,
+          std::move(request), {}};
 }
 
 void topk_topp(BatchRequest& r) {
@@ -63,20 +65,20 @@ void add_sampling_modes(int threads, std::vector<Scenario>& s) {
   auto each_row = [](auto set) {
     return [set](int64_t, BatchRequest& r, std::vector<TokenId>&) { set(r.params); };
   };
-  s.push_back(rows("greedy", 64, kLlama, threads,
-                   each_row([](RequestParams& p) { p.temperature = 0.0f; })));
-  s.push_back(rows("temperature", 64, kLlama, threads,
-                   each_row([](RequestParams& p) { p.temperature = 0.8f; })));
-  s.push_back(rows("topk_topp", 64, kLlama, threads, topk_topp_row));
-  const Scenario topp =
-      rows("topp", 64, kLlama, threads, each_row([](RequestParams& p) { p.top_p = 0.95f; }));
+  s.push_back(llm_scenario("greedy", 64, kLlama, threads,
+                           each_row([](RequestParams& p) { p.temperature = 0.0f; })));
+  s.push_back(llm_scenario("temperature", 64, kLlama, threads,
+                           each_row([](RequestParams& p) { p.temperature = 0.8f; })));
+  s.push_back(llm_scenario("topk_topp", 64, kLlama, threads, topk_topp_row));
+  const Scenario topp = llm_scenario("topp", 64, kLlama, threads,
+                                     each_row([](RequestParams& p) { p.top_p = 0.95f; }));
   s.push_back(topp);
   s.push_back(topp);
   s.back().name = "topp_flat";
   s.back().shape = cli::LogitsShape::flat;
   s.back().twin = Scenario::Twin::llm_shaped;  // topp, in turns
-  const Scenario minp =
-      rows("minp", 64, kLlama, threads, each_row([](RequestParams& p) { p.min_p = 0.05f; }));
+  const Scenario minp = llm_scenario("minp", 64, kLlama, threads,
+                                     each_row([](RequestParams& p) { p.min_p = 0.05f; }));
   s.push_back(minp);
   // No targets: where the bench's LLM shape is kind to top-p and min-p (README, Performance).
   s.push_back(topp);
@@ -87,21 +89,21 @@ void add_sampling_modes(int threads, std::vector<Scenario>& s) {
   s.back().shape = cli::LogitsShape::flat;
 }
 
-// The serving mix on two threads and one (in turns), on bf16 Qwen-sized rows, and those rows
-// asking no logprobs, as most engines' requests do: none needs the raw log-sum's Exp pass but the
-// top-p rows, whose draw bounds its list by it (no target).
+// The serving mix on `threads` threads and on one (in turns), on bf16 Qwen-sized rows, and those
+// rows asking no logprobs, as most engines' requests do: none needs the raw log-sum's Exp pass but
+// the top-p rows, whose draw bounds its list by it (no target).
 void add_serving_mixes(int threads, std::vector<Scenario>& s) {
   auto mix = [](int64_t vocab) {
     return [vocab](int64_t row, BatchRequest& r, std::vector<TokenId>& h) {
       serving_mix(row, r, h, vocab);
     };
   };
-  s.push_back(rows("serving_mix", 64, kLlama, threads, mix(kLlama)));
+  s.push_back(llm_scenario("serving_mix", 64, kLlama, threads, mix(kLlama)));
   s.back().num_logprobs = 5;
   s.back().twin = Scenario::Twin::one_thread;  // serving_mix_1thread, in turns
-  s.push_back(rows("serving_mix_1thread", 64, kLlama, 1, mix(kLlama)));
+  s.push_back(llm_scenario("serving_mix_1thread", 64, kLlama, 1, mix(kLlama)));
   s.back().num_logprobs = 5;
-  s.push_back(rows("serving_mix_qwen", 64, kQwen, threads, mix(kQwen)));
+  s.push_back(llm_scenario("serving_mix_qwen", 64, kQwen, threads, mix(kQwen)));
   s.back().dtype = DType::bf16;
   s.back().num_logprobs = 5;
   s.push_back(s.back());
@@ -112,7 +114,7 @@ void add_serving_mixes(int threads, std::vector<Scenario>& s) {
 // One top-k/top-p row a call: split over the threads (against one, in turns), and after a 2 ms
 // idle wait on rows from memory, as a decode step's.
 void add_decode(int threads, std::vector<Scenario>& s) {
-  s.push_back(rows("decode_b1", 1, kLlama, threads, topk_topp_row));
+  s.push_back(llm_scenario("decode_b1", 1, kLlama, threads, topk_topp_row));
   s.back().twin = Scenario::Twin::one_thread;  // one row split over the threads, in turns
   s.push_back(s.back());
   s.back().name = "decode_b1_paused";
@@ -123,18 +125,18 @@ void add_decode(int threads, std::vector<Scenario>& s) {
 // Top-k/top-p over batches of 1-256 rows of 128k and over 64 rows of 32k-256k (the exponents).
 void add_scaling(int threads, std::vector<Scenario>& s) {
   for (int64_t b : {1, 4, 16, 64, 256})
-    s.push_back(rows("scaling_b" + std::to_string(b), b, kLlama, threads, topk_topp_row));
+    s.push_back(llm_scenario("scaling_b" + std::to_string(b), b, kLlama, threads, topk_topp_row));
   for (int64_t v : {32000, 128256, 256000})
-    s.push_back(rows("scaling_v" + std::to_string(v), 64, v, threads, topk_topp_row));
+    s.push_back(llm_scenario("scaling_v" + std::to_string(v), 64, v, threads, topk_topp_row));
 }
 
 // Requests at the edges of an engine's: vLLM's default max_logprobs at a 32k vocabulary (more
 // logprobs than the row has blocks), and a grammar's mask applied by the engine (16 tokens left,
 // fewer than top-k's 50).
 void add_edges(int threads, std::vector<Scenario>& s) {
-  s.push_back(rows("logprobs20_v32000", 64, 32000, threads, topk_topp_row));
+  s.push_back(llm_scenario("logprobs20_v32000", 64, 32000, threads, topk_topp_row));
   s.back().num_logprobs = 20;
-  s.push_back(rows("topk_topp_masked", 64, kLlama, threads, topk_topp_row));
+  s.push_back(llm_scenario("topk_topp_masked", 64, kLlama, threads, topk_topp_row));
   s.back().finite = 16;
 }
 
@@ -151,8 +153,8 @@ void add_stateful(int threads, std::vector<Scenario>& s) {
       r.params.repetition_penalty = 1.1f;
       r.params.frequency_penalty = 0.2f;
     };
-    s.push_back(
-        rows("stateful_history_" + std::to_string(h / 1000) + "k", 8, kLlama, threads, request));
+    s.push_back(llm_scenario("stateful_history_" + std::to_string(h / 1000) + "k", 8, kLlama,
+                             threads, request));
     s.back().stateful = true;
     if (h > 0) s.back().twin = Scenario::Twin::empty_history;
   }
