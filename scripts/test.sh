@@ -63,8 +63,8 @@ cmake -S . -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchains/aarch64-linux-
   -DLASTMILE_BUILD_TOOLS=ON -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build build-arm64 -j2 --target lastmile_cli lastmile_unit_tests capi_test \
   example_stateless example_stateful example_c_api
-# Every check of every case; the frequency test at 400 draws a random row, not 2000 as on x86-64:
-# under qemu-user the 2000 steps took 3 of the check's 3.1 minutes, 400 take 40 s.
+# Every check of every case; the frequency test takes 400 draws per random row, not 2000 as on
+# x86-64: under qemu-user the 2000 took 180 s of the whole check's 188, and 400 take 40 of 48.
 "$python" ../shared/golden/check.py --repeat 400 --runner \
   "qemu-aarch64 $PWD/build-arm64/lastmile run {case} --out {out}" ../shared/golden/cases | tail -n 1
 # The NEON kernels against the oracle, test by test (the toolchain's emulator): some 3.5 minutes.
