@@ -61,30 +61,32 @@ void check_tokens(const Scenario& s, const LogitsView& view, const Batch& batch,
 class ScenarioLogits {
  public:
   explicit ScenarioLogits(const Scenario& s)
-      : bytes_(bench::make_logits(s)), view_{bytes_.data(), s.batch, s.vocab, s.vocab, s.dtype} {
-    batch_bytes_ = bytes_.size();
-    copies_ = s.fresh_rows
-                  ? std::max<size_t>(2, (bench::kFreshBytes + batch_bytes_ - 1) / batch_bytes_)
-                  : 1;
+      : bytes_(bench::make_logits(s)),
+        batch_bytes_(bytes_.size()),
+        copies_(s.fresh_rows
+                    ? std::max<size_t>(2, (bench::kFreshBytes + batch_bytes_ - 1) / batch_bytes_)
+                    : 1),
+        rows_{nullptr, s.batch, s.vocab, s.vocab, s.dtype} {
     bytes_.resize(batch_bytes_ * copies_);
     for (size_t c = 1; c < copies_; ++c)
       std::memcpy(bytes_.data() + c * batch_bytes_, bytes_.data(), batch_bytes_);
-    view_.data = bytes_.data();  // the resize may have moved them
   }
-  ScenarioLogits(const ScenarioLogits&) = delete;  // view_ points into bytes_
-  ScenarioLogits& operator=(const ScenarioLogits&) = delete;
-  const LogitsView& first() const { return view_; }
+  LogitsView first() const { return copy(0); }
   LogitsView next() {
-    copy_ = (copy_ + 1) % copies_;
-    LogitsView v = view_;
-    v.data = bytes_.data() + copy_ * batch_bytes_;
-    return v;
+    next_ = (next_ + 1) % copies_;
+    return copy(next_);
   }
 
  private:
+  LogitsView copy(size_t c) const {
+    LogitsView v = rows_;
+    v.data = bytes_.data() + c * batch_bytes_;
+    return v;
+  }
   std::vector<unsigned char> bytes_;
-  LogitsView view_;
-  size_t batch_bytes_ = 0, copies_ = 1, copy_ = 0;
+  size_t batch_bytes_, copies_;
+  LogitsView rows_;  // the batch's shape; data set per copy
+  size_t next_ = 0;
 };
 
 // The scenario's requests, each seeded by its row; their histories live in `histories`.
@@ -121,15 +123,11 @@ std::vector<double> time_in_turns(const Scenario& s, const SamplerConfig& config
   std::vector<std::function<void()>> calls = {[&] { sampler.sample(logits.next(), batch); },
                                               roofline};
   std::optional<Sampler> twin_sampler;
-  std::vector<unsigned char> twin_bytes;
+  std::optional<ScenarioLogits> llm_shaped;
   if (s.twin == Scenario::Twin::llm_shaped) {
-    Scenario llm_shaped = s;
-    llm_shaped.shape = LogitsShape::llm;
-    twin_bytes = bench::make_logits(llm_shaped);
+    llm_shaped.emplace(bench::reshaped(s, s.name, LogitsShape::llm));
     twin_sampler.emplace(config);
-    calls.push_back([&] {
-      twin_sampler->sample({twin_bytes.data(), s.batch, s.vocab, s.vocab, s.dtype}, batch);
-    });
+    calls.push_back([&] { twin_sampler->sample(llm_shaped->first(), batch); });
   } else if (s.twin == Scenario::Twin::one_thread) {
     SamplerConfig one_thread = config;
     one_thread.threads = 1;
@@ -170,7 +168,7 @@ Result run_scenario(const Scenario& s) {
   result.roofline_us = medians[1] / rows * 1e6;
 
   // The baseline reads the first copy back to back, with no pause: its full sort dominates.
-  const LogitsView& view = logits.first();
+  const LogitsView view = logits.first();
   std::vector<bench::BaselineScratch> scratch(static_cast<size_t>(pool.num_threads()));
   auto baseline = [&](int64_t r, int worker) {
     sink[r] = static_cast<float>(bench::baseline_sample_row(

@@ -73,20 +73,14 @@ void add_sampling_modes(int threads, std::vector<Scenario>& s) {
   const Scenario topp = llm_scenario("topp", 64, kLlama, threads,
                                      each_row([](RequestParams& p) { p.top_p = 0.95f; }));
   s.push_back(topp);
-  s.push_back(topp);
-  s.back().name = "topp_flat";
-  s.back().shape = cli::LogitsShape::flat;
+  s.push_back(reshaped(topp, "topp_flat", cli::LogitsShape::flat));
   s.back().twin = Scenario::Twin::llm_shaped;  // topp, in turns
   const Scenario minp = llm_scenario("minp", 64, kLlama, threads,
                                      each_row([](RequestParams& p) { p.min_p = 0.05f; }));
   s.push_back(minp);
   // No targets: where the bench's LLM shape is kind to top-p and min-p (README, Performance).
-  s.push_back(topp);
-  s.back().name = "topp_long_tail";
-  s.back().shape = cli::LogitsShape::long_tail;
-  s.push_back(minp);
-  s.back().name = "minp_flat";
-  s.back().shape = cli::LogitsShape::flat;
+  s.push_back(reshaped(topp, "topp_long_tail", cli::LogitsShape::long_tail));
+  s.push_back(reshaped(minp, "minp_flat", cli::LogitsShape::flat));
 }
 
 // The serving mix on `threads` threads and on one (in turns), on bf16 Qwen-sized rows, and those
@@ -161,6 +155,12 @@ void add_stateful(int threads, std::vector<Scenario>& s) {
 }
 
 }  // namespace
+
+Scenario reshaped(Scenario base, std::string name, cli::LogitsShape shape) {
+  base.name = std::move(name);
+  base.shape = shape;
+  return base;
+}
 
 std::vector<Scenario> all_scenarios(int threads) {
   std::vector<Scenario> s;

@@ -43,6 +43,9 @@ struct Scenario {
 // Bytes of logits a fresh_rows scenario cycles through.
 inline constexpr size_t kFreshBytes = size_t{512} << 20;
 
+// `base`'s requests on rows of another shape, under another name.
+Scenario reshaped(Scenario base, std::string name, cli::LogitsShape shape);
+
 // Every scenario, in the order the bench runs and prints them, on `threads` threads.
 std::vector<Scenario> all_scenarios(int threads);
 
