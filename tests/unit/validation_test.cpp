@@ -536,9 +536,8 @@ TEST_P(Overflow, RepetitionPenaltyNamesTheLowestOverflowingTokenOnEveryPath) {
 TEST_P(Overflow, TemperatureNamesTheLowestAndLogitBiasTheFirstListed) {
   for (const int64_t vocab : {int64_t{100}, int64_t{200000}}) {
     SCOPED_TRACE(vocab);
-    SamplerConfig config = make_config(vocab, 1);
+    SamplerConfig config = make_config(vocab, 1, LogprobsMode::raw_logprobs, 2);
     config.backend = GetParam();
-    config.threads = 2;
     Sampler sampler(config);
     std::vector<float> logits(static_cast<size_t>(vocab), 1.0f);
     for (const int64_t id : {vocab - 7, vocab / 2, int64_t{11}})
