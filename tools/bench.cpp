@@ -102,11 +102,14 @@ Batch make_batch(const Scenario& s, std::vector<std::vector<TokenId>>& histories
   return batch;
 }
 
-// Median seconds a call of ours, of the roofline and of the twin (if any), timed in turns: the
+// Median seconds a call of ours, of the roofline (`roofline_on` the bench's `pool`), of the twin
+// (if any) and, beside a one-thread twin, of the roofline on one thread, timed in turns: the
 // machine's memory speed drifts within seconds, and their ratio is the figure that matters.
 std::vector<double> time_in_turns(const Scenario& s, const SamplerConfig& config,
                                   const Batch& batch, ScenarioLogits& logits,
-                                  const std::function<void()>& roofline) {
+                                  const std::function<void(detail::ThreadPool&)>& roofline_on,
+                                  detail::ThreadPool& pool) {
+  const std::function<void()> roofline = [&] { roofline_on(pool); };
   if (s.stateful) {
     RequestBatch requests(config), no_history(config);
     for (int64_t r = 0; r < s.batch; ++r) {
@@ -124,6 +127,7 @@ std::vector<double> time_in_turns(const Scenario& s, const SamplerConfig& config
                                               roofline};
   std::optional<Sampler> twin_sampler;
   std::optional<ScenarioLogits> llm_shaped;
+  std::optional<detail::ThreadPool> one_thread_pool;
   if (s.twin == Scenario::Twin::llm_shaped) {
     llm_shaped.emplace(bench::reshaped(s, s.name, LogitsShape::llm));
     twin_sampler.emplace(config);
@@ -133,6 +137,9 @@ std::vector<double> time_in_turns(const Scenario& s, const SamplerConfig& config
     one_thread.threads = 1;
     twin_sampler.emplace(one_thread);
     calls.push_back([&] { twin_sampler->sample(logits.next(), batch); });
+    // The machine's own scaling beside ours: the roofline's read on one thread, in the same turns.
+    one_thread_pool.emplace(1);
+    calls.push_back([&] { roofline_on(*one_thread_pool); });
   }
   return bench::median_seconds_in_turns(calls, s.pause);
 }
@@ -158,12 +165,13 @@ Result run_scenario(const Scenario& s) {
       sink[r] =
           cpu::row_max_bits16(static_cast<const uint16_t*>(roofline_data) + r * s.vocab, s.vocab);
   };
-  auto roofline = [&] {
+  auto roofline_on = [&](detail::ThreadPool& threads) {
     roofline_data = logits.next().data;
-    pool.run(s.batch, roofline_row);
+    threads.run(s.batch, roofline_row);
   };
-  const std::vector<double> medians = time_in_turns(s, config, batch, logits, roofline);
+  const std::vector<double> medians = time_in_turns(s, config, batch, logits, roofline_on, pool);
   if (s.twin != Scenario::Twin::none) result.twin_us = medians[2] / rows * 1e6;
+  if (s.twin == Scenario::Twin::one_thread) result.twin_roofline_us = medians[3] / rows * 1e6;
   result.ours_us = medians[0] / rows * 1e6;
   result.roofline_us = medians[1] / rows * 1e6;
 

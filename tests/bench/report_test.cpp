@@ -142,5 +142,29 @@ TEST(BenchReport, ScalingExponentsAreTheSlopesOfLogTimeAgainstLogSize) {
   EXPECT_EQ(r.at("scaling vocab_exponent")["met"], true);
 }
 
+// Beside a one-thread twin the roofline's read on one thread, timed in the same turns: how much
+// the machine itself gains from the second thread (printed and in the JSON); other twins have none.
+TEST(BenchReport, AOneThreadTwinShowsTheRooflinesOwnGainBesideOurs) {
+  Result mix = result("serving_mix", 10, 5, 1, 17);
+  mix.scenario.twin = lastmile::bench::Scenario::Twin::one_thread;
+  mix.twin_roofline_us = 9;
+  Result flat = result("topp_flat", 40, 10, 1, 20);
+  flat.scenario.twin = lastmile::bench::Scenario::Twin::llm_shaped;
+  testing::internal::CaptureStdout();
+  lastmile::bench::print_twins({mix, flat});
+  const nlohmann::json rows = lastmile::bench::print_table({mix, flat});
+  const std::string printed = testing::internal::GetCapturedStdout();
+  EXPECT_NE(printed.find("serving_mix: 0.59x the time of the same on one thread (17.0 us/row; "
+                         "timed in turns); the roofline 0.56x (9.0 us/row on one thread)\n"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("topp_flat: 2.00x the time of the same on LLM-shaped logits (20.0 us/row; "
+                         "timed in turns)\n"),
+            std::string::npos)
+      << printed;
+  EXPECT_DOUBLE_EQ(rows[0]["twin_roofline_us_per_row"].get<double>(), 9.0);
+  EXPECT_FALSE(rows[1].contains("twin_roofline_us_per_row"));
+}
+
 }  // namespace
 }  // namespace lastmile_test
