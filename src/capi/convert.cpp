@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <limits>
 #include <new>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,24 +14,46 @@
 namespace lastmile::capi {
 namespace {
 
+// A field's name, made a string only for an error: names past a short string's 15 characters
+// (num_allowed_token_ids) would otherwise cost a steady call a heap allocation each.
+class FieldName {
+ public:
+  FieldName(const char* name) : name_(name) {}  // implicit: a plain name passes as itself
+  static FieldName count_of(const char* field) { return FieldName("num_", field, -1); }
+  static FieldName element(const char* array, int64_t index) { return FieldName("", array, index); }
+  std::string str() const {
+    std::string name = std::string(prefix_) + name_;
+    if (index_ >= 0) name += "[" + std::to_string(index_) + "]";
+    return name;
+  }
+
+ private:
+  FieldName(const char* prefix, const char* name, int64_t index)
+      : prefix_(prefix), name_(name), index_(index) {}
+  const char* prefix_ = "";
+  const char* name_;
+  int64_t index_ = -1;
+};
+
 // A count of T no array can hold: past it, data + count wraps (and a span of it reads nothing or
 // anything), so such a count is refused before it is used.
 template <typename T>
-void check_addressable(const std::string& who, const std::string& name, int64_t count) {
+void check_addressable(const std::string& who, const FieldName& name, int64_t count) {
   if (count > std::numeric_limits<ptrdiff_t>::max() / static_cast<int64_t>(sizeof(T)))
-    throw InvalidArgument(who + ": " + name + " is " + std::to_string(count) +
+    throw InvalidArgument(who + ": " + name.str() + " is " + std::to_string(count) +
                           ", past what an array can hold");
 }
 
 // Runs a copy of `field`'s `count` entries; a failure names them, for the caller's count is the
 // likelier cause than the machine.
 template <typename F>
-void copying(const std::string& who, const char* field, const char* count, int64_t size, F&& f) {
+void copying(const std::string& who, const char* field, const FieldName& count, int64_t size,
+             F&& f) {
   try {
     f();
   } catch (const std::bad_alloc&) {
-    throw Error(ErrorCode::out_of_memory, who + ": out of memory copying " + field + " (" + count +
-                                              " = " + std::to_string(size) + ")");
+    throw Error(ErrorCode::out_of_memory, who + ": out of memory copying " + field + " (" +
+                                              count.str() + " = " + std::to_string(size) + ")");
   }
 }
 
@@ -39,12 +62,12 @@ void copying(const std::string& who, const char* field, const char* count, int64
 template <typename T>
 std::span<const T> array(const std::string& who, const char* field, const T* data, int64_t size,
                          const char* count_name = nullptr) {
-  const std::string count = std::string("num_") + (count_name ? count_name : field);
+  const FieldName count = FieldName::count_of(count_name ? count_name : field);
   if (size < 0)
-    throw InvalidArgument(who + ": " + count + " must be >= 0, got " + std::to_string(size));
+    throw InvalidArgument(who + ": " + count.str() + " must be >= 0, got " + std::to_string(size));
   check_addressable<T>(who, count, size);
   if (size > 0 && data == nullptr)
-    throw InvalidArgument(who + ": " + field + " is NULL but " + count + " is " +
+    throw InvalidArgument(who + ": " + field + " is NULL but " + count.str() + " is " +
                           std::to_string(size));
   return {data, static_cast<size_t>(size)};
 }
@@ -71,12 +94,12 @@ void fill_bad_words(const std::string& who, const lastmile_request& r,
       throw InvalidArgument(who + ": bad_words_offsets must not decrease, got " +
                             std::to_string(end) + " after " + std::to_string(begin) + " at index " +
                             std::to_string(i + 1));
-    const std::string end_name = "bad_words_offsets[" + std::to_string(i + 1) + "]";
+    const FieldName end_name = FieldName::element("bad_words_offsets", i + 1);
     check_addressable<TokenId>(who, end_name, end);
     if (end > begin && r.bad_words_token_ids == nullptr)
-      throw InvalidArgument(who + ": bad_words_token_ids is NULL but " + end_name + " is " +
+      throw InvalidArgument(who + ": bad_words_token_ids is NULL but " + end_name.str() + " is " +
                             std::to_string(end));
-    copying(who, "bad_words_token_ids", end_name.c_str(), end, [&] {  // a word: named by its end
+    copying(who, "bad_words_token_ids", end_name, end, [&] {  // a word: named by its end
       out[static_cast<size_t>(i)].assign(r.bad_words_token_ids + begin,
                                          r.bad_words_token_ids + end);
     });

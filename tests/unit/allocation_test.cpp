@@ -474,5 +474,72 @@ TEST(Allocation, CApiOutOfMemoryNamesTheRequestAndField) {
     EXPECT_TRUE(messages.count(expected)) << expected;
 }
 
+// The C API's stateless sample refills its Batch in place, and names its fields only for an
+// error: a steady call allocates nothing, with every array field set (names past a short
+// string's 15 characters, such as num_allowed_token_ids, once cost a heap string each call).
+TEST(Allocation, CApiSteadyStateSampleAllocatesNothing) {
+  constexpr int64_t kVocab = 64;
+  std::vector<float> logits(2 * kVocab);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 37) % 64) / 8.0f;
+  const int32_t ids[] = {3, 9, 5, 6, 7, 11};
+  const float values[] = {1.0f, -2.0f};
+  const int64_t offsets[] = {0, 2, 3};
+  lastmile_request requests[2];
+  for (lastmile_request& request : requests) {
+    lastmile_request_init(&request);
+    request.logit_bias_token_ids = ids;
+    request.logit_bias_values = values;
+    request.num_logit_bias = 2;
+    request.has_allowed_token_ids = 1;
+    request.allowed_token_ids = ids;
+    request.num_allowed_token_ids = 6;
+    request.bad_words_token_ids = ids + 2;
+    request.bad_words_offsets = offsets;
+    request.num_bad_words = 2;
+    request.stop_token_ids = ids;
+    request.num_stop_token_ids = 1;
+    request.min_tokens = 1;
+    request.has_logprob_token_ids = 1;
+    request.logprob_token_ids = ids;
+    request.num_logprob_token_ids = 2;
+    request.prompt_token_ids = ids;
+    request.num_prompt_token_ids = 3;
+    request.output_token_ids = ids + 3;
+    request.num_output_token_ids = 2;
+    request.spec_token_ids = ids + 5;
+    request.num_spec_token_ids = 1;
+    request.has_seed = 1;
+    request.seed = 7;
+    request.repetition_penalty = 1.2f;
+    request.top_k = 4;
+  }
+  requests[1].temperature = 0.0f;
+  lastmile_batch batch;
+  lastmile_batch_init(&batch);
+  batch.requests = requests;
+  batch.num_requests = 2;
+  batch.has_num_logprobs = 1;
+  batch.num_logprobs = 3;
+  batch.predict_bonus_token = 1;
+  const lastmile_logits view = {logits.data(), LASTMILE_DTYPE_F32, 2, kVocab, kVocab};
+  for (int threads : {1, 2}) {
+    lastmile_sampler_config config;
+    lastmile_sampler_config_init(&config);
+    config.vocab_size = kVocab;
+    config.max_batch = 2;
+    config.threads = threads;
+    lastmile_sampler* sampler = nullptr;
+    ASSERT_EQ(lastmile_sampler_create(&config, &sampler, nullptr, 0), LASTMILE_STATUS_OK);
+    lastmile_output out;
+    ASSERT_EQ(lastmile_sampler_sample(sampler, &view, &batch, &out), LASTMILE_STATUS_OK)
+        << lastmile_sampler_last_error(sampler);
+    const int64_t before = g_allocations.load();
+    for (int step = 0; step < 5; ++step)
+      ASSERT_EQ(lastmile_sampler_sample(sampler, &view, &batch, &out), LASTMILE_STATUS_OK);
+    EXPECT_EQ(g_allocations.load() - before, 0) << "threads " << threads;
+    lastmile_sampler_destroy(sampler);
+  }
+}
+
 }  // namespace
 }  // namespace lastmile_test
