@@ -218,6 +218,17 @@ def _check_lazy_negation(logits: Any) -> None:
                          "call .resolve_neg() first")
 
 
+def _numpy_bfloat16_as_bits(logits: Any, dtype: Optional[str]) -> tuple:
+    # numpy has no bfloat16 of its own, and ml_dtypes' (JAX's) passes neither the buffer protocol
+    # nor DLPack: its bits are read through a uint16 view of the same memory (no copy).
+    if not (isinstance(logits, np.ndarray) and logits.dtype.name == "bfloat16"
+            and logits.dtype.itemsize == 2):
+        return logits, dtype
+    if dtype is not None and dtype != "bfloat16":
+        raise ValueError(f"logits: dtype='{dtype}' but the array holds bfloat16")
+    return logits.view(np.uint16), "bfloat16"
+
+
 def _logits_type_error(logits: Any, error: TypeError) -> TypeError:
     if "incompatible function arguments" not in str(error):
         return error
@@ -314,7 +325,8 @@ class Sampler:
             vLLM's ``max_num_logprobs``: ``-1`` the full matrix, ``N >= 0`` top-N plus the sampled
             token; None takes the largest ``logprobs`` among the requests.
         dtype : str or None
-            ``"bfloat16"`` reads a uint16 / int16 array as bfloat16 bit patterns.
+            ``"bfloat16"`` reads a uint16 / int16 array as bfloat16 bit patterns. A numpy array
+            of ``ml_dtypes.bfloat16`` is read as bfloat16 without it.
 
         Returns
         -------
@@ -345,6 +357,7 @@ class Sampler:
         predict_bonus_token = bool(predict_bonus_token)
         requests = _requests(requests)
         _check_lazy_negation(logits)
+        logits, dtype = _numpy_bfloat16_as_bits(logits, dtype)
         try:
             raw = self._impl.sample(
                 logits, requests, predict_bonus_token, logprobs_mode, num_logprobs, dtype
@@ -406,14 +419,17 @@ class RequestBatch:
 
     def reorder(self, request_ids: Sequence[str]) -> None:
         """Puts the requests in this order (a permutation of ``request_ids()``)."""
-        if isinstance(request_ids, str):  # else "ab" would be the ids "a" and "b"
-            raise TypeError("request_ids must be a sequence of str, got str")
+        # A str would be its letters' ids ("ab" the ids "a" and "b").
+        if isinstance(request_ids, str) or not isinstance(request_ids, abc.Iterable):
+            raise TypeError(
+                f"request_ids must be a sequence of str, got {type(request_ids).__name__}")
         self._impl.reorder([_check_id("reorder", i) for i in request_ids])
 
     def step(self, logits: Any, *, dtype: Optional[str] = None) -> SamplerOutput:
         """Samples row i for ``request_ids()[i]`` and appends each token to its request."""
         _check_dtype(dtype)
         _check_lazy_negation(logits)
+        logits, dtype = _numpy_bfloat16_as_bits(logits, dtype)
         try:
             return _output(self._impl.step(logits, dtype))
         except TypeError as e:

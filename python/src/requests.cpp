@@ -104,9 +104,26 @@ bool is_bool(nb::handle value) {
   return dtype_name == "torch.bool" || dtype_name == "bool";
 }
 
+// An array of one element (numpy's or torch's [2]) or a complex scalar: each passes __index__
+// or __float__ for some values (a complex one dropping its imaginary part), but is no number.
+bool is_array_or_complex(nb::handle value) {
+  if (PyLong_CheckExact(value.ptr()) || PyFloat_CheckExact(value.ptr())) return false;  // common
+  const nb::object ndim = nb::getattr(value, "ndim", nb::none());
+  if (PyLong_Check(ndim.ptr()) && PyLong_AsLong(ndim.ptr()) != 0) return true;
+  const nb::object dtype = nb::getattr(value, "dtype", nb::none());
+  if (dtype.is_none()) return false;
+  const nb::object kind = nb::getattr(dtype, "kind", nb::none());              // numpy
+  const nb::object is_complex = nb::getattr(dtype, "is_complex", nb::none());  // torch
+  if (nb::isinstance<nb::str>(kind) && nb::cast<std::string>(kind) == "c") return true;
+  const int complex_dtype = PyObject_IsTrue(is_complex.ptr());
+  if (complex_dtype < 0) throw nb::python_error();
+  return complex_dtype == 1;
+}
+
 // The value as a Python int (through __index__: numpy and torch integers too); bools refused.
 nb::object python_int(nb::handle value, const std::string& who, const char* field) {
-  if (is_bool(value) || !PyIndex_Check(value.ptr())) type_error(who, field, "an int", value);
+  if (is_bool(value) || is_array_or_complex(value) || !PyIndex_Check(value.ptr()))
+    type_error(who, field, "an int", value);
   nb::object index = nb::steal(PyNumber_Index(value.ptr()));
   if (!index.is_valid()) {  // e.g. a numpy array where an int belongs
     PyErr_Clear();
@@ -157,8 +174,9 @@ std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
 }
 
 double as_double(nb::handle value, const std::string& who, const char* field) {
-  if (is_bool(value) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
-                          PyObject_HasAttrString(value.ptr(), "__float__")))
+  if (is_bool(value) || is_array_or_complex(value) ||
+      !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
+        PyObject_HasAttrString(value.ptr(), "__float__")))
     type_error(who, field, "a number", value);
   const double v = PyFloat_AsDouble(value.ptr());
   if (v == -1.0 && PyErr_Occurred()) {
@@ -253,6 +271,19 @@ bool read_integer_array(nb::handle ids, const std::string& who, const char* fiel
   return true;
 }
 
+// Iterable, and not text, bytes (b"\x01\x02" iterates as the ids 1, 2) or a mapping (a dict
+// iterates its keys): what a list of ids or of words may be.
+bool is_sequence_of_items(nb::handle value) {
+  if (PyList_CheckExact(value.ptr()) || PyTuple_CheckExact(value.ptr())) return true;  // common
+  if (!PyObject_HasAttrString(value.ptr(), "__iter__") || nb::isinstance<nb::str>(value) ||
+      PyBytes_Check(value.ptr()) || PyByteArray_Check(value.ptr()) || PyDict_Check(value.ptr()))
+    return false;
+  const nb::object mapping = nb::module_::import_("collections.abc").attr("Mapping");
+  const int is_mapping = PyObject_IsInstance(value.ptr(), mapping.ptr());
+  if (is_mapping < 0) throw nb::python_error();
+  return is_mapping == 0;
+}
+
 // Room for a sequence's ids, as its length says: one past 2^31 - 1 ids (or past what len() can
 // give) is refused, and the room is capped, since a __len__ may say more than it holds.
 void reserve_for(nb::handle ids, const std::string& who, const char* field,
@@ -272,8 +303,7 @@ void reserve_for(nb::handle ids, const std::string& who, const char* field,
 }  // namespace
 
 std::vector<TokenId> read_token_ids(nb::handle ids, const std::string& who, const char* field) {
-  if (nb::isinstance<nb::str>(ids) || !PyObject_HasAttrString(ids.ptr(), "__iter__"))
-    type_error(who, field, "a sequence of ints", ids);
+  if (!is_sequence_of_items(ids)) type_error(who, field, "a sequence of ints", ids);
   std::vector<TokenId> out;
   if (read_integer_array(ids, who, field, out)) return out;
   try {
@@ -340,7 +370,7 @@ void read_request(nb::handle request, const std::string& who, BatchRequest& out,
   if (nb::object allowed = f.get("allowed_token_ids"); !allowed.is_none())
     p.allowed_token_ids = read_token_ids(allowed, who, "allowed_token_ids");
   if (nb::object words = f.get("bad_words_token_ids"); !words.is_none()) {
-    if (nb::isinstance<nb::str>(words) || !PyObject_HasAttrString(words.ptr(), "__iter__"))
+    if (!is_sequence_of_items(words))
       type_error(who, "bad_words_token_ids", "a list of token-id lists", words);
     size_t i = 0;
     for (nb::handle word : nb::iter(words)) {  // each named by its index: [i][j] in messages

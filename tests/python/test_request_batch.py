@@ -78,6 +78,8 @@ def test_add_remove_reorder_and_errors():
     assert batch.request_ids() == ["b", "a"] and len(batch) == 2
     with pytest.raises(TypeError, match="request_ids must be a sequence of str, got str"):
         batch.reorder("ab")  # not the ids "a" and "b"
+    with pytest.raises(TypeError, match="request_ids must be a sequence of str, got NoneType"):
+        batch.reorder(None)
     batch.remove("b")
     assert batch.request_ids() == ["a"]
     with pytest.raises(lastmile.InvalidArgument, match="request 'a': request_id is already in the batch"):

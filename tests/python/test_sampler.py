@@ -43,6 +43,24 @@ def test_numpy_inputs(dtype):
     assert out.sampled_token_ids.tolist() == [4, 1]
 
 
+def test_numpy_bfloat16_arrays_of_ml_dtypes():
+    # numpy has no bfloat16; ml_dtypes' (JAX's) is read through a uint16 view, in place.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    logits = LOGITS.astype(ml_dtypes.bfloat16)  # exact: these values fit bf16
+    out = sampler().sample(logits, GREEDY, num_logprobs=1)
+    assert out.sampled_token_ids.tolist() == [4, 1]
+    np.testing.assert_allclose(out.logprobs.logprobs[0, 0], log_softmax(LOGITS[0])[4], rtol=1e-6)
+    strided = np.zeros((2, VOCAB + 3), ml_dtypes.bfloat16)[:, :VOCAB]
+    strided[:] = logits[::-1]
+    assert sampler().sample(strided, GREEDY, dtype="bfloat16").sampled_token_ids.tolist() == [1, 4]
+    batch = lastmile.RequestBatch(VOCAB, 2, threads=1, seed=0)
+    batch.add("a", {"temperature": 0.0})
+    batch.add("b", {"temperature": 0.0})
+    assert batch.step(logits).sampled_token_ids.tolist() == [4, 1]
+    with pytest.raises(ValueError, match="logits: dtype='float16' but the array holds bfloat16"):
+        sampler().sample(logits, GREEDY, dtype="float16")
+
+
 def test_numpy_bfloat16_bit_patterns():
     bits = (LOGITS.view(np.uint32) >> 16).astype(np.uint16)  # exact: these values fit bf16
     out = sampler().sample(bits, GREEDY, dtype="bfloat16")
@@ -230,6 +248,37 @@ def test_bad_inputs_raise_clear_errors(call, error, message):
      "request 1: temperature must be a number, got Tensor"),
     (lambda s: s.sample(LOGITS, [{}, {"top_p": torch.tensor(0.5, device="meta")}]), TypeError,
      "request 1: top_p must be a number, got Tensor"),
+    # One-element arrays and complex scalars pass __index__ / __float__ but are no numbers.
+    (lambda s: s.sample(LOGITS, [{"top_k": torch.tensor([2])}, {}]), TypeError,
+     "request 0: top_k must be an int, got Tensor"),
+    (lambda s: s.sample(LOGITS, [{"top_k": np.array([2])}, {}]), TypeError,
+     "request 0: top_k must be an int, got ndarray"),
+    (lambda s: s.sample(LOGITS, [{"temperature": torch.tensor([0.0])}, {}]), TypeError,
+     "request 0: temperature must be a number, got Tensor"),
+    (lambda s: s.sample(LOGITS, [{"temperature": np.array([0.5])}, {}]), TypeError,
+     "request 0: temperature must be a number, got ndarray"),
+    (lambda s: s.sample(LOGITS, [{"temperature": np.complex64(1 + 5j)}, {}]), TypeError,
+     "request 0: temperature must be a number, got complex64"),
+    (lambda s: s.sample(LOGITS, [{}, {"top_p": torch.tensor(0.5 + 0j)}]), TypeError,
+     "request 1: top_p must be a number, got Tensor"),
+    (lambda s: s.sample(LOGITS, [{"logit_bias": {1: np.array([1.0])}}, {}]), TypeError,
+     "request 0: logit_bias value must be a number, got ndarray"),
+    (lambda s: s.sample(LOGITS, [{"seed": torch.tensor([3])}, {}]), TypeError,
+     "request 0: seed must be an int, got Tensor"),
+    # Bytes iterate as small ints, a dict as its keys: neither is a list of ids.
+    (lambda s: s.sample(LOGITS, [{"allowed_token_ids": b"\x01\x02"}, {}]), TypeError,
+     "request 0: allowed_token_ids must be a sequence of ints, got bytes"),
+    (lambda s: s.sample(LOGITS, [{"stop_token_ids": bytearray(b"\x01")}, {}]), TypeError,
+     "request 0: stop_token_ids must be a sequence of ints, got bytearray"),
+    (lambda s: s.sample(LOGITS, [{"allowed_token_ids": {1: "x", 2: "y"}}, {}]), TypeError,
+     "request 0: allowed_token_ids must be a sequence of ints, got dict"),
+    (lambda s: s.sample(LOGITS, [{}, {"prompt_token_ids": __import__("types").MappingProxyType(
+        {1: 1})}]), TypeError, "request 1: prompt_token_ids must be a sequence of ints, got "
+     "mappingproxy"),
+    (lambda s: s.sample(LOGITS, [{"bad_words_token_ids": [[1], b"\x02"]}, {}]), TypeError,
+     "request 0: bad_words_token_ids[1] must be a sequence of ints, got bytes"),
+    (lambda s: s.sample(LOGITS, [{"bad_words_token_ids": {1: [2]}}, {}]), TypeError,
+     "request 0: bad_words_token_ids must be a list of token-id lists, got dict"),
     # Lengths no history can have, refused before any room is made for them.
     (lambda s: s.sample(LOGITS, [{}, {"output_token_ids": range(2**62)}]), lastmile.InvalidArgument,
      "request 1: output_token_ids holds more than 2^31 - 1 token ids"),
