@@ -8,10 +8,13 @@
 // edits, lowering entries, may skip the working row: draw_from_penalised_input reads the caller's
 // row and penalises only the blocks or the listed entries the draw needs, for the same token.
 // Whether a batch reads processed logprobs is batch-wide, so the same row may come to step 7 with
-// them: it is then drawn by the same draw_from_input over its divided working row, before step 7c-d
-// mask it for the logprobs. Only when draw_from_input declines does the row draw after steps 7b-d.
-// A row's token never depends on whether its companions ask for logprobs: the backend's input
-// draw and its steps agree only up to rounding.
+// them: it is then drawn by the same draw_from_input at its temperature, over the caller's row
+// (unedited) or the working row before step 7b divides it, before 7c-d mask it for the logprobs.
+// Only when draw_from_input declines does the row draw after steps 7b-d. A row's token never
+// depends on whether its companions ask for logprobs: the backend's input draw and its steps agree
+// only up to rounding, and so would a draw over the divided row at temperature 1 (its sums of
+// exp(x) scaled after, not exp(x - max)), which once settled a top-p cut on an exact tie the other
+// way.
 #include <optional>
 
 #include "pipeline/penalised_blocks.hpp"
@@ -111,10 +114,15 @@ bool draw_token_from_working_row(RowStep& row) {
   return draw_from(row, row.logits.data(), DType::f32, row.sampling.temperature, ParallelFor{});
 }
 
-bool draw_token_as_from_input(RowStep& row) {
+bool draw_token_as_without_logprobs(RowStep& row) {
   if (row.sampling.greedy || !row.logprobs_read_working_row() || !row.plan.processors.empty())
     return false;
-  return draw_from(row, row.logits.data(), DType::f32, 1.0f, ParallelFor{});
+  // An unedited row's working row may hold it divided already (float32_view.cpp): read the
+  // caller's, as draw_token_from_input does.
+  if (!row.edited_before_sampling())
+    return draw_from(row, row.input_row(), row.input.dtype, row.sampling.temperature,
+                     ParallelFor{});
+  return draw_from(row, row.logits.data(), DType::f32, row.sampling.temperature, ParallelFor{});
 }
 
 }  // namespace lastmile::detail

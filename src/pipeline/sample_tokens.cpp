@@ -15,10 +15,10 @@ void sample_tokens(RowStep& row) {
     row.sampled_token = row.greedy_token;
     return;
   }
-  if (draw_token_from_working_row(row)) return;  // 7b-e with no processed row to keep
+  if (draw_token_from_working_row(row)) return;            // 7b-e with no processed row to keep
+  const bool drawn = draw_token_as_without_logprobs(row);  // the token as without logprobs
   apply_temperature(row);
-  if (row.failed()) return;                          // overflowed to +inf: reported after the batch
-  const bool drawn = draw_token_as_from_input(row);  // the token without logprobs, batch-wide
+  if (row.failed()) return;  // overflowed to +inf: reported after the batch
   apply_min_p(row);
   apply_custom_processors(row, /*argmax_invariant=*/true);
   if (row.failed()) return;

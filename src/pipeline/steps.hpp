@@ -44,8 +44,10 @@ bool draw_token_from_penalised_input(RowStep& row);
 // Steps 7b-e over the working row after step 6, for an edited random row whose working row no
 // logprob reads and no custom processor edits; false: run them.
 bool draw_token_from_working_row(RowStep& row);
-// The same draw when the batch reads processed logprobs: over the divided working row, before
-// min_p and top-k / top-p mask it; false: draw_token draws after them.
-bool draw_token_as_from_input(RowStep& row);
+// The same draw when the batch reads processed logprobs: at the row's temperature over the
+// caller's row (unedited) or the working row before step 7b divides it, before min_p and top-k /
+// top-p mask it, so the passes and their rounding are those of the row without logprobs; false:
+// draw_token draws after them.
+bool draw_token_as_without_logprobs(RowStep& row);
 
 }  // namespace lastmile::detail

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -409,6 +410,65 @@ TEST(BatchInvarianceLogprobCompanion, ACompanionAskingForLogprobsChangesNoToken)
       EXPECT_EQ(tokens(true), tokens(false))
           << "kind " << kind << " mode " << static_cast<int>(mode);
     }
+  }
+}
+
+// A top-p cut on an exact tie (equal logits whose cumulative mass meets 1 - p) at T != 1: the
+// row's draw must settle it as it would with no logprobs, whichever mode the batch reads, on
+// fp32 and bf16 rows, unedited and penalised (an independent differential review drew token 1
+// with processed logprobs and token 0 without, on 146 of 300 seeds of the two-token row).
+TEST(BatchInvarianceLogprobModes, ATopPCutOnATieDrawsTheSameTokenInEveryMode) {
+  struct Shape {
+    int64_t vocab;
+    float temperature, top_p;
+    bool penalised, bf16;
+  };
+  const Shape shapes[] = {{2, 1.3f, 0.5f, false, false},
+                          {6, 1.3f, 0.5f, false, false},
+                          {1023, 0.7f, 0.5f, false, true},
+                          {6, 0.5f, 0.5f, true, false},
+                          {64, 1.6f, 0.25f, true, true}};
+  for (const Shape& s : shapes) {
+    // Equal logits: all of a short row, else eight spread over it and the rest -inf.
+    std::vector<float> row(static_cast<size_t>(s.vocab), 1.0f);
+    if (s.vocab > 8) {
+      std::fill(row.begin(), row.end(), -std::numeric_limits<float>::infinity());
+      for (size_t i = 0; i < 8; ++i) row[i * (row.size() / 8)] = 1.0f;
+    }
+    std::vector<uint16_t> halves(row.size());
+    for (size_t i = 0; i < row.size(); ++i) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &row[i], sizeof bits);
+      halves[i] = static_cast<uint16_t>(bits >> 16);
+    }
+    const std::vector<TokenId> history = {0, 1, 1};  // equal penalties keep the tie
+    auto tokens = [&](std::optional<LogprobsMode> mode) {
+      Sampler sampler(make_config(s.vocab, 1, mode.value_or(LogprobsMode::raw_logprobs), 1));
+      Batch batch;
+      if (mode) batch.num_logprobs = 0;
+      BatchRequest& r = batch.requests.emplace_back();
+      r.params.temperature = s.temperature;
+      r.params.top_p = s.top_p;
+      if (s.penalised) {
+        r.params.repetition_penalty = 0.9f;
+        r.params.presence_penalty = 2.0f;
+        r.output_token_ids = history;
+      }
+      const LogitsView view = s.bf16 ? LogitsView::bf16(halves.data(), 1, s.vocab)
+                                     : LogitsView::f32(row.data(), 1, s.vocab);
+      std::vector<TokenId> drawn;
+      for (uint64_t seed = 0; seed < 300; ++seed) {
+        r.params.seed = seed;
+        drawn.push_back(sampler.sample(view, batch).sampled_token_ids[0]);
+      }
+      return drawn;
+    };
+    const std::vector<TokenId> without = tokens(std::nullopt);
+    const std::string what = "vocab " + std::to_string(s.vocab) + " penalised " +
+                             std::to_string(s.penalised) + " bf16 " + std::to_string(s.bf16);
+    EXPECT_EQ(tokens(LogprobsMode::processed_logprobs), without) << what;
+    EXPECT_EQ(tokens(LogprobsMode::processed_logits), without) << what;
+    EXPECT_EQ(tokens(LogprobsMode::raw_logprobs), without) << what;
   }
 }
 
