@@ -180,10 +180,10 @@ void BM_CpuProbabilityBand(benchmark::State& state) {
   const float lo = std::exp(value_keeping(row, state.range(1)) - max) * inv_sum;
   const float hi = std::exp(value_keeping(row, state.range(1) / 2 + 1) - max) * inv_sum;
   std::vector<int32_t> ids(row.size() + cpu::kCompressSlack);
-  double below = 0;
+  double below = 0, above = 0;
   for (auto _ : state)
     benchmark::DoNotOptimize(
-        cpu::probability_band(w.data(), w.size(), inv_sum, lo, hi, ids.data(), &below));
+        cpu::probability_band(w.data(), w.size(), inv_sum, lo, hi, ids.data(), &below, &above));
   count_row_bytes(state);
 }
 

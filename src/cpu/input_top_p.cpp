@@ -77,9 +77,10 @@ TokenId draw_from_kept_blocks(const void* src, DType dtype, size_t n, float t,
 // Spec §9.3 over a listed band: ids[0, listed) in id order, their q in qs (lo <= q <= hi, q =
 // exp(x - max) * inv_sum), every entry below the band masked and adding up to `below`, every one
 // above it kept. Masked entries get q < 0 and leave kept[b], block b's kept weight (in units of the
-// row's exp sum). The band is narrowed by bisection on q, a sum pass over it a step, to [q_lo,
-// q_hi) holding at most kNarrowed entries: the mass below q_lo keeps the cumulative sum <= cut
-// (masked), the mass below q_hi passes it (kept from there), and mask_band decides between.
+// row's exp sum; kept may be null). The band is narrowed by bisection on q, a sum pass over it a
+// step, to [q_lo, q_hi) holding at most kNarrowed entries: the mass below q_lo keeps the
+// cumulative sum <= cut (masked), the mass below q_hi passes it (kept from there), and mask_band
+// decides between.
 // mask_band over a whole band histogrammed thousands of entries one by one (a flat row's 8k), and
 // masked them with a mispredicted branch each (a long-tailed row's 15k: a fifth of its time).
 void mask_listed_band(const void* src, DType dtype, size_t n, float t, const RowSoftmax& row,
@@ -87,7 +88,7 @@ void mask_listed_band(const void* src, DType dtype, size_t n, float t, const Row
                       float hi, float inv_sum, float cut, TokenId top, SortScratch scratch,
                       double* kept) {
   auto mask_listed = [&](size_t i) {
-    kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
+    if (kept != nullptr) kept[static_cast<size_t>(ids[i]) / row.block] -= qs[i] / inv_sum;
     qs[i] = -1.0f;  // masked
   };
   constexpr size_t kNarrowed = 256;
@@ -136,7 +137,7 @@ void mask_listed_band(const void* src, DType dtype, size_t n, float t, const Row
       narrow_qs[k] = qs[at[k]];
     }
     // Masked below q_lo, block by block (the list is in id order).
-    for (size_t block = 0, i = 0; block < row.blocks; ++block) {
+    for (size_t block = 0, i = 0; kept != nullptr && block < row.blocks; ++block) {
       const auto end = static_cast<int32_t>(std::min(n, (block + 1) * row.block));
       const size_t last = std::lower_bound(ids + i, ids + listed, end) - ids;
       size_t unused;
@@ -157,15 +158,18 @@ void mask_listed_band(const void* src, DType dtype, size_t n, float t, const Row
 // Top-p alone when the band is not a short list to the top (a flat row: most tokens kept). A second
 // read by blocks gives each token's weight w = exp(x - max) with the statistics' vector exp and
 // q = w * inv_sum, as the steps' probability_band does: the mass below the band, the band's ids,
-// and each block's kept weight (w of q >= lo). mask_listed_band decides in the band; the walk finds
-// the block holding u * kept total and steps through it skipping q < lo and the band's masked ones.
+// and each block's mass above it. mask_listed_band decides in the band; each block's kept weight
+// is then its mass above the band and its band's kept q, and the walk finds the block holding
+// u * kept total and steps through it skipping q < lo and the band's masked ones. A block's kept
+// weight as its mass less the masked mass lost a block's rounding (some 1e-6 of it) from the
+// sliver a small p keeps: a review's draw moved by 1.5e-4 of the kept mass.
 TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const RowSoftmax& row,
                          float inv_sum, float cut, const BandGuess& guess, double u,
                          SortScratch scratch) {
   int32_t* const ids = scratch.ids.data();
   float* const qs = scratch.values.data();
   float values[cpu::kStatisticsBlock + cpu::kCompressSlack], weights[cpu::kStatisticsBlock];
-  double kept[kMaxBlocks];
+  double kept[kMaxBlocks];  // each block's q above the band, then its kept weight
   float lo = 0, hi = 2;
   double below = 0;
   size_t band = 0;
@@ -181,9 +185,10 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
       if (band + count > scratch.list_room()) return kNoInputDraw;  // the block might pass it
       const float* const x = quotients_at(src, dtype, start, t, values, count);
       double unused, block_below = 0;
-      const double total = cpu::exp_with_block_sums(x, weights, count, row.max, count, &unused);
-      const size_t listed =
-          cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band, &block_below);
+      kept[b] = 0;
+      cpu::exp_with_block_sums(x, weights, count, row.max, count, &unused);
+      const size_t listed = cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band,
+                                                  &block_below, &kept[b]);
       for (size_t i = band; i < band + listed; ++i) {  // q from the weights the pass computed
         const auto j = static_cast<size_t>(ids[i]);    // within the block
         band_mass += qs[i] = weights[j] * inv_sum;
@@ -192,14 +197,19 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
       }
       band += listed;
       below += block_below;
-      kept[b] = total - block_below / inv_sum;  // locates the block; the walk adds exact weights
     }
     if (static_cast<float>(below) > cut) continue;  // a token below lo stays: crossing below
     if (hi <= 1.0f && static_cast<float>(below + band_mass) <= cut) continue;  // above hi
     break;
   }
   mask_listed_band(src, dtype, n, t, row, ids, qs, band, below, lo, hi, inv_sum, cut, top, scratch,
-                   kept);
+                   nullptr);
+  for (size_t b = 0, i = 0; b < row.blocks; ++b) {  // the band is in id order; masked q < 0
+    const auto end = static_cast<int32_t>(std::min(n, (b + 1) * row.block));
+    const size_t last = std::lower_bound(ids + i, ids + band, end) - ids;
+    kept[b] = (kept[b] + cpu::sum_at_least(qs + i, last - i, 0.0f)) / inv_sum;
+    i = last;
+  }
   auto kept_at = [&](const float*, const float* block_weights, size_t i) {
     return (block_weights[i] != 0.0f) & (block_weights[i] * inv_sum >= lo);
   };

@@ -173,14 +173,17 @@ double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t
 // exp_with_block_sums without w: the same sums.
 double exp_block_sums(const float* x, size_t n, float max, size_t block, double* block_sums);
 // With q = w * inv_sum: lists the ids with lo <= q < hi (id order; room for n + kCompressSlack)
-// and returns how many; adds the sum of the q < lo to *mass_below (calls over consecutive pieces
-// of 1024 entries, or multiples, add up as one call over them).
+// and returns how many; adds the sum of the q < lo to *mass_below and of the q >= hi to
+// *mass_above (calls over consecutive pieces of 1024 entries, or multiples, add up as one call
+// over them).
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
-                        double* mass_below);
+                        double* mass_below, double* mass_above);
 // x[i] = q = exp(x[i] - max) * inv_sum in place (the weights exp_with_block_sums gives, times
 // inv_sum); returns the sum of the q, their smallest in *lo and largest in *hi. n > 0.
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi);
 // The sum of the x[i] < threshold (lane-wise float partial sums, a fixed order), and their count.
 double sum_below(const float* x, size_t n, float threshold, size_t* count);
+// The sum of the x[i] >= threshold (lane-wise float partial sums, a fixed order).
+double sum_at_least(const float* x, size_t n, float threshold);
 
 }  // namespace lastmile::cpu

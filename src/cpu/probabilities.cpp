@@ -31,55 +31,64 @@ double exp_block_sums(const float* HWY_RESTRICT x, size_t n, float max, size_t b
 }
 
 // With q = w * inv_sum: appends the ids with lo <= q < hi (id order) and returns how many; adds
-// the q < lo to *mass_below (float partial sums per 64 vectors, each added in double: calls over
-// consecutive pieces of whole 64 vectors add the same terms in the same order as one call). ids
-// needs room for n + kCompressSlack entries.
+// the q < lo to *mass_below and the q >= hi to *mass_above (float partial sums per 64 vectors,
+// each added in double: calls over consecutive pieces of whole 64 vectors add the same terms in
+// the same order as one call). ids needs room for n + kCompressSlack entries.
 size_t probability_band(const float* HWY_RESTRICT w, size_t n, float inv_sum, float lo, float hi,
-                        int32_t* HWY_RESTRICT ids, double* mass_below) {
+                        int32_t* HWY_RESTRICT ids, double* mass_below, double* mass_above) {
   const hn::ScalableTag<float> d;
   const hn::RebindToSigned<decltype(d)> di;
   const size_t lanes = hn::Lanes(d);
   const auto vinv = hn::Set(d, inv_sum), vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
   size_t count = 0, i = 0;
-  double below_sum = *mass_below;
+  double below_sum = *mass_below, above_sum = *mass_above;
   using Sums = PartialSums<decltype(d)>;
-  auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid, Sums& sum) {
+  auto take = [&](size_t at, hn::Vec<decltype(d)> q, hn::Mask<decltype(d)> valid, Sums& sum,
+                  Sums& above) {
     const auto below = hn::And(valid, hn::Lt(q, vlo));
     sum.Add(hn::IfThenElseZero(below, q));
+    const auto under_hi = hn::Lt(q, vhi);
+    above.Add(hn::IfThenElseZero(hn::AndNot(under_hi, valid), q));
     // No branch on an empty band: a third of the vectors hold band tokens, and mispredicting
     // them cost more than compressing every vector.
-    const auto band = hn::And(valid, hn::AndNot(below, hn::Lt(q, vhi)));
+    const auto band = hn::And(valid, hn::AndNot(below, under_hi));
     hn::StoreU(CompressKeptIds(d, band, at), di, ids + count);
     count += hn::CountTrue(d, band);
   };
   // Four vectors a step, stored by StoreKeptOfFour: one vector a step left each store's address
   // waiting on the previous vector's count.
-  auto take_four = [&](size_t at, Sums& sum) {
+  auto take_four = [&](size_t at, Sums& sum, Sums& above) {
     hn::Mask<decltype(d)> band[4];
     for (size_t k = 0; k < 4; ++k) {
       const auto q = hn::Mul(hn::LoadU(d, w + at + k * lanes), vinv);
       const auto below = hn::Lt(q, vlo);
       sum.Add(hn::IfThenElseZero(below, q));
-      band[k] = hn::AndNot(below, hn::Lt(q, vhi));
+      const auto under_hi = hn::Lt(q, vhi);
+      above.Add(hn::IfThenZeroElse(under_hi, q));
+      band[k] = hn::AndNot(below, under_hi);
     }
     count = StoreKeptOfFour(d, band, at, ids, count);
   };
-  auto flush = [&](const Sums& sum) { below_sum += sum.Total(d); };
+  auto flush = [&](const Sums& sum, const Sums& above) {
+    below_sum += sum.Total(d);
+    above_sum += above.Total(d);
+  };
   const auto all = hn::FirstN(d, lanes);
   while (i + lanes <= n) {
-    Sums sum(d);
+    Sums sum(d), above(d);
     size_t v = 0;
-    for (; v + 4 <= 64 && i + 4 * lanes <= n; v += 4, i += 4 * lanes) take_four(i, sum);
+    for (; v + 4 <= 64 && i + 4 * lanes <= n; v += 4, i += 4 * lanes) take_four(i, sum, above);
     for (; v < 64 && i + lanes <= n; ++v, i += lanes)
-      take(i, hn::Mul(hn::LoadU(d, w + i), vinv), all, sum);
-    flush(sum);
+      take(i, hn::Mul(hn::LoadU(d, w + i), vinv), all, sum, above);
+    flush(sum, above);
   }
   if (i < n) {
-    Sums sum(d);
-    take(i, hn::Mul(LoadTail(d, w + i, n - i, 0.0f), vinv), hn::FirstN(d, n - i), sum);
-    flush(sum);
+    Sums sum(d), above(d);
+    take(i, hn::Mul(LoadTail(d, w + i, n - i, 0.0f), vinv), hn::FirstN(d, n - i), sum, above);
+    flush(sum, above);
   }
   *mass_below = below_sum;
+  *mass_above = above_sum;
   return count;
 }
 
@@ -142,6 +151,23 @@ double sum_below(const float* HWY_RESTRICT x, size_t n, float threshold,
   return sum.Total(d);
 }
 
+double sum_at_least(const float* HWY_RESTRICT x, size_t n, float threshold) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const auto vthr = hn::Set(d, threshold);
+  PartialSums<decltype(d)> sum(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::LoadU(d, x + i);
+    sum.Add(hn::IfThenZeroElse(hn::Lt(v, vthr), v));
+  }
+  if (i < n) {
+    const auto v = LoadTail(d, x + i, n - i, -kInf);  // the padding is below
+    sum.Add(hn::IfThenZeroElse(hn::Lt(v, vthr), v));
+  }
+  return sum.Total(d);
+}
+
 }  // namespace lastmile::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -152,6 +178,7 @@ HWY_EXPORT(exp_block_sums);
 HWY_EXPORT(probability_band);
 HWY_EXPORT(probabilities);
 HWY_EXPORT(sum_below);
+HWY_EXPORT(sum_at_least);
 
 double exp_with_block_sums(const float* x, float* w, size_t n, float max, size_t block,
                            double* block_sums) {
@@ -161,14 +188,17 @@ double exp_block_sums(const float* x, size_t n, float max, size_t block, double*
   return HWY_DYNAMIC_DISPATCH(exp_block_sums)(x, n, max, block, block_sums);
 }
 size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float hi, int32_t* ids,
-                        double* mass_below) {
-  return HWY_DYNAMIC_DISPATCH(probability_band)(w, n, inv_sum, lo, hi, ids, mass_below);
+                        double* mass_below, double* mass_above) {
+  return HWY_DYNAMIC_DISPATCH(probability_band)(w, n, inv_sum, lo, hi, ids, mass_below, mass_above);
 }
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi) {
   return HWY_DYNAMIC_DISPATCH(probabilities)(x, n, max, inv_sum, lo, hi);
 }
 double sum_below(const float* x, size_t n, float threshold, size_t* count) {
   return HWY_DYNAMIC_DISPATCH(sum_below)(x, n, threshold, count);
+}
+double sum_at_least(const float* x, size_t n, float threshold) {
+  return HWY_DYNAMIC_DISPATCH(sum_at_least)(x, n, threshold);
 }
 }  // namespace lastmile::cpu
 #endif

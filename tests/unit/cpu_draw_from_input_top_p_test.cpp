@@ -75,6 +75,62 @@ TEST(CpuBackendProperty, DrawFromInputTopPOnFlatRowsEqualsTheOraclesSteps) {
   }
 }
 
+// Top-p keeping a small share of a flat row (p 0.001-0.3: hundreds to thousands of tokens spread
+// over it; the dense draw, and the banded one from p of some 0.05), where the blocks' kept weights
+// can be a sliver of their mass: they must be summed from the kept entries, not
+// taken as a block's mass less the masked one, whose rounding (some 1e-6 of the block) once moved
+// the draw by 1.5e-4 of the kept mass (an independent review's row of seven levels, p 0.0027).
+// Rows: those seven exact levels, with p half a top-level token off a whole number of them (a cut
+// on a tie within rounding may keep one token more or fewer, as the README says); random levels
+// with a little noise; a narrow normal body. The oracle's token unless u sits within 1e-6 of a
+// CDF step.
+TEST(CpuBackendProperty, DrawFromInputTopPKeepingASliverOfAFlatRowIsTheOraclesToken) {
+  std::mt19937_64 rng(23);
+  int answered = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t n = trial % 2 ? 151936 : 20000 + static_cast<int64_t>(rng() % 40000);
+    std::vector<float> row(static_cast<size_t>(n));
+    float p =
+        std::exp(std::uniform_real_distribution<float>(std::log(0.001f), std::log(0.3f))(rng));
+    const float t = trial % 4 == 0 ? 0.5f : 1.0f;
+    if (trial % 3 == 0) {  // the review's seven levels
+      double total = 0;
+      for (size_t j = 0; j < row.size(); ++j) {
+        row[j] = -0.16f * static_cast<float>(j % 7) / 6.0f;
+        total += std::exp(static_cast<double>(row[j] / t));
+      }
+      p = static_cast<float>((std::floor(p * total) + 0.5) / total);  // q of the top level: 1/total
+    } else if (trial % 3 == 1) {  // random levels, a little noise
+      std::uniform_real_distribution<float> level(-1.0f, 0.0f);
+      std::normal_distribution<float> noise(0.0f, 1e-3f);
+      std::array<float, 7> levels{};
+      for (float& l : levels) l = level(rng);
+      for (float& v : row) v = levels[rng() % levels.size()] + noise(rng);
+    } else {
+      std::normal_distribution<float> body(0.0f, 0.3f);
+      for (float& v : row) v = body(rng);
+    }
+    const auto dtype = static_cast<lastmile::DType>(trial % 3);
+    std::vector<uint16_t> halves;
+    const void* src = caller_row(row, dtype, halves, 1.0f);
+    const lastmile::detail::DrawParams params = top_p_alone(n, t, p);
+    Scratch a(cpu()), b(oracle());
+    std::vector<float> x(static_cast<size_t>(n));  // the oracle's processed row
+    oracle().convert_row_divided(src, dtype, x.data(), n, t);
+    oracle().apply_top_k_top_p(x.data(), n, n, true, p, b.get(x.size()));
+    for (int k = 0; k < 8; ++k) {  // eight draws a row: the oracle's steps are the cost
+      const double u = std::uniform_real_distribution<double>(1e-9, 1.0 - 1e-9)(rng);
+      const TokenId fast =
+          cpu().draw_from_input(src, dtype, n, params, u, a.get(x.size()), kSerial);
+      if (fast == lastmile::detail::kNoInputDraw) continue;  // a band past the lists' room
+      ++answered;
+      expect_consistent_draw(x, u, fast, oracle().draw(x.data(), n, u, b.get(x.size())));
+    }
+  }
+  EXPECT_GT(answered, 400);
+}
+
 // Top-p where the crossing bucket of probabilities holds more entries than a worker's keys (an
 // eighth of the row, sort_keys_size): rows on three levels a quarter apart, a third of the row
 // each, so the bucket holds a third of it and is walked in sorted chunks, or, past the lists'
