@@ -413,6 +413,26 @@ TEST(Allocation, EveryPublicCallReportsOutOfMemoryAsAnError) {
 // and the field (an absurd count is the likelier cause than the machine), the batch's own sizing
 // names the batch, and the sampler's workspace names the call. No failure is a bare "out of
 // memory", and after each the handle samples again.
+// A neutral C request whose lists the C API copies into its Batch: two biases (ids[0, 2) with
+// values), a whitelist of ids[0, num_allowed), two bad words (ids + 2 cut at offsets) and a stop
+// id (ids[0]) that min_tokens bans.
+void set_copied_lists(lastmile_request& request, const int32_t* ids, int64_t num_allowed,
+                      const float* values, const int64_t* offsets) {
+  lastmile_request_init(&request);
+  request.logit_bias_token_ids = ids;
+  request.logit_bias_values = values;
+  request.num_logit_bias = 2;
+  request.has_allowed_token_ids = 1;
+  request.allowed_token_ids = ids;
+  request.num_allowed_token_ids = num_allowed;
+  request.bad_words_token_ids = ids + 2;
+  request.bad_words_offsets = offsets;
+  request.num_bad_words = 2;
+  request.stop_token_ids = ids;
+  request.num_stop_token_ids = 1;
+  request.min_tokens = 1;
+}
+
 TEST(Allocation, CApiOutOfMemoryNamesTheRequestAndField) {
   constexpr int64_t kVocab = 64;
   std::vector<float> logits(kVocab);
@@ -425,19 +445,7 @@ TEST(Allocation, CApiOutOfMemoryNamesTheRequestAndField) {
   const float values[] = {1.0f, -2.0f};
   const int64_t offsets[] = {0, 2, 3};
   lastmile_request request;
-  lastmile_request_init(&request);
-  request.logit_bias_token_ids = ids;
-  request.logit_bias_values = values;
-  request.num_logit_bias = 2;
-  request.has_allowed_token_ids = 1;
-  request.allowed_token_ids = ids;
-  request.num_allowed_token_ids = 5;
-  request.bad_words_token_ids = ids + 2;
-  request.bad_words_offsets = offsets;
-  request.num_bad_words = 2;
-  request.stop_token_ids = ids;
-  request.num_stop_token_ids = 1;
-  request.min_tokens = 1;
+  set_copied_lists(request, ids, 5, values, offsets);
   lastmile_batch batch;
   lastmile_batch_init(&batch);
   batch.requests = &request;
@@ -486,19 +494,7 @@ TEST(Allocation, CApiSteadyStateSampleAllocatesNothing) {
   const int64_t offsets[] = {0, 2, 3};
   lastmile_request requests[2];
   for (lastmile_request& request : requests) {
-    lastmile_request_init(&request);
-    request.logit_bias_token_ids = ids;
-    request.logit_bias_values = values;
-    request.num_logit_bias = 2;
-    request.has_allowed_token_ids = 1;
-    request.allowed_token_ids = ids;
-    request.num_allowed_token_ids = 6;
-    request.bad_words_token_ids = ids + 2;
-    request.bad_words_offsets = offsets;
-    request.num_bad_words = 2;
-    request.stop_token_ids = ids;
-    request.num_stop_token_ids = 1;
-    request.min_tokens = 1;
+    set_copied_lists(request, ids, 6, values, offsets);
     request.has_logprob_token_ids = 1;
     request.logprob_token_ids = ids;
     request.num_logprob_token_ids = 2;
