@@ -63,8 +63,7 @@ nlohmann::json print_table(const std::vector<Result>& results) {
                     {"roofline_us_per_row", r.roofline_us},
                     {"baseline_us_per_row", r.baseline_us}});
     if (s.twin != Scenario::Twin::none) rows.back()["twin_us_per_row"] = r.twin_us;
-    if (s.twin == Scenario::Twin::one_thread)
-      rows.back()["twin_roofline_us_per_row"] = r.twin_roofline_us;
+    if (r.twin_roofline_us > 0) rows.back()["twin_roofline_us_per_row"] = r.twin_roofline_us;
   }
   return rows;
 }
@@ -124,7 +123,7 @@ void print_twins(const std::vector<Result>& results) {
                 r.scenario.name.c_str(), r.ours_us / r.twin_us, twin, r.twin_us);
     // The threads share the memory system: what the roofline's read alone gains from them, timed
     // in the same turns, says how much of a shortfall is the machine's.
-    if (r.scenario.twin == Scenario::Twin::one_thread)
+    if (r.twin_roofline_us > 0)
       std::printf("; the roofline %.2fx (%.1f us/row on one thread)",
                   r.roofline_us / r.twin_roofline_us, r.twin_roofline_us);
     std::printf("\n");

@@ -14,7 +14,7 @@ struct Result {
   Scenario scenario;
   double ours_us = 0, roofline_us = 0, baseline_us = 0;  // per row, medians
   double twin_us = 0;                                    // the twin's, per row, median
-  double twin_roofline_us = 0;  // beside a one-thread twin: the roofline on one thread, the same
+  double twin_roofline_us = 0;  // beside a one-thread twin of rows: the roofline on one thread
 };
 
 // The line under the bench's header: how late a sleeping worker joins a run, or that none did.

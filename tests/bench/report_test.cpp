@@ -142,17 +142,20 @@ TEST(BenchReport, ScalingExponentsAreTheSlopesOfLogTimeAgainstLogSize) {
   EXPECT_EQ(r.at("scaling vocab_exponent")["met"], true);
 }
 
-// Beside a one-thread twin the roofline's read on one thread, timed in the same turns: how much
-// the machine itself gains from the second thread (printed and in the JSON); other twins have none.
+// Beside a one-thread twin of rows the roofline's read on one thread, timed in the same turns:
+// how much the machine itself gains from the second thread (printed and in the JSON); other twins,
+// and a lone row's (one task on any pool, left 0 by the bench), have none.
 TEST(BenchReport, AOneThreadTwinShowsTheRooflinesOwnGainBesideOurs) {
   Result mix = result("serving_mix", 10, 5, 1, 17);
   mix.scenario.twin = lastmile::bench::Scenario::Twin::one_thread;
   mix.twin_roofline_us = 9;
   Result flat = result("topp_flat", 40, 10, 1, 20);
   flat.scenario.twin = lastmile::bench::Scenario::Twin::llm_shaped;
+  Result lone = result("decode_b1", 8, 5, 1, 8, 1);
+  lone.scenario.twin = lastmile::bench::Scenario::Twin::one_thread;
   testing::internal::CaptureStdout();
-  lastmile::bench::print_twins({mix, flat});
-  const nlohmann::json rows = lastmile::bench::print_table({mix, flat});
+  lastmile::bench::print_twins({mix, flat, lone});
+  const nlohmann::json rows = lastmile::bench::print_table({mix, flat, lone});
   const std::string printed = testing::internal::GetCapturedStdout();
   EXPECT_NE(printed.find("serving_mix: 0.59x the time of the same on one thread (17.0 us/row; "
                          "timed in turns); the roofline 0.56x (9.0 us/row on one thread)\n"),
@@ -162,8 +165,13 @@ TEST(BenchReport, AOneThreadTwinShowsTheRooflinesOwnGainBesideOurs) {
                          "timed in turns)\n"),
             std::string::npos)
       << printed;
+  EXPECT_NE(printed.find("decode_b1: 1.00x the time of the same on one thread (8.0 us/row; timed "
+                         "in turns)\n"),
+            std::string::npos)
+      << printed;
   EXPECT_DOUBLE_EQ(rows[0]["twin_roofline_us_per_row"].get<double>(), 9.0);
   EXPECT_FALSE(rows[1].contains("twin_roofline_us_per_row"));
+  EXPECT_FALSE(rows[2].contains("twin_roofline_us_per_row"));
 }
 
 }  // namespace
