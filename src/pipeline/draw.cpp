@@ -40,8 +40,8 @@ DrawParams draw_params(const RowStep& row, float temperature) {
           row.sampling.min_p};
 }
 
-// draw_from_input over `src`, a caller's row (divided by `temperature` on the way) or the working
-// row (already divided: temperature 1, the same quotients). `split`: how its passes may split.
+// draw_from_input over `src`, a caller's row or an edited working row not yet divided, divided by
+// `temperature` on the way. `split`: how its passes may split.
 // Only a caller's row is read by other threads: the working row was just written by this one,
 // and handing its cache lines to another core cost more than the split saved
 // (docs/performance-log.md). `summary`: the caller's row's raw summary, when step 8 needs it (a

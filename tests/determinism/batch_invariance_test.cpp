@@ -418,16 +418,17 @@ TEST(BatchInvarianceLogprobCompanion, ACompanionAskingForLogprobsChangesNoToken)
 // fp32 and bf16 rows, unedited and penalised (an independent differential review drew token 1
 // with processed logprobs and token 0 without, on 146 of 300 seeds of the two-token row).
 TEST(BatchInvarianceLogprobModes, ATopPCutOnATieDrawsTheSameTokenInEveryMode) {
+  // repetition: 1 none; 0.9 (raising: the working row) with presence 2; 1.2 (lowering: without
+  // logprobs the draw from the penalised caller's row) with presence 0.5.
   struct Shape {
     int64_t vocab;
-    float temperature, top_p;
-    bool penalised, bf16;
+    float temperature, top_p, repetition;
+    bool bf16;
   };
-  const Shape shapes[] = {{2, 1.3f, 0.5f, false, false},
-                          {6, 1.3f, 0.5f, false, false},
-                          {1023, 0.7f, 0.5f, false, true},
-                          {6, 0.5f, 0.5f, true, false},
-                          {64, 1.6f, 0.25f, true, true}};
+  const Shape shapes[] = {{2, 1.3f, 0.5f, 1.0f, false},   {6, 1.3f, 0.5f, 1.0f, false},
+                          {1023, 0.7f, 0.5f, 1.0f, true}, {6, 0.5f, 0.5f, 0.9f, false},
+                          {64, 1.6f, 0.25f, 0.9f, true},  {2, 1.3f, 0.5f, 1.2f, false},
+                          {1023, 0.7f, 0.5f, 1.2f, true}};
   for (const Shape& s : shapes) {
     // Equal logits: all of a short row, else eight spread over it and the rest -inf.
     std::vector<float> row(static_cast<size_t>(s.vocab), 1.0f);
@@ -449,9 +450,9 @@ TEST(BatchInvarianceLogprobModes, ATopPCutOnATieDrawsTheSameTokenInEveryMode) {
       BatchRequest& r = batch.requests.emplace_back();
       r.params.temperature = s.temperature;
       r.params.top_p = s.top_p;
-      if (s.penalised) {
-        r.params.repetition_penalty = 0.9f;
-        r.params.presence_penalty = 2.0f;
+      if (s.repetition != 1.0f) {
+        r.params.repetition_penalty = s.repetition;
+        r.params.presence_penalty = s.repetition < 1.0f ? 2.0f : 0.5f;
         r.output_token_ids = history;
       }
       const LogitsView view = s.bf16 ? LogitsView::bf16(halves.data(), 1, s.vocab)
@@ -464,8 +465,8 @@ TEST(BatchInvarianceLogprobModes, ATopPCutOnATieDrawsTheSameTokenInEveryMode) {
       return drawn;
     };
     const std::vector<TokenId> without = tokens(std::nullopt);
-    const std::string what = "vocab " + std::to_string(s.vocab) + " penalised " +
-                             std::to_string(s.penalised) + " bf16 " + std::to_string(s.bf16);
+    const std::string what = "vocab " + std::to_string(s.vocab) + " repetition " +
+                             std::to_string(s.repetition) + " bf16 " + std::to_string(s.bf16);
     EXPECT_EQ(tokens(LogprobsMode::processed_logprobs), without) << what;
     EXPECT_EQ(tokens(LogprobsMode::processed_logits), without) << what;
     EXPECT_EQ(tokens(LogprobsMode::raw_logprobs), without) << what;
