@@ -409,10 +409,10 @@ class CpuBackend final : public Backend {
     for (size_t start = 0; start < n; start += kPiece) {
       const size_t count = std::min(kPiece, n - start);
       if (band + count > scratch.list_room()) return kNotListed;
-      double unused, above = 0;
+      double unused, unused_above = 0;
       cpu::exp_with_block_sums(x + start, weights, count, max, kPiece, &unused);
       const size_t listed =
-          cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band, below, &above);
+          cpu::probability_band(weights, count, inv_sum, lo, hi, ids + band, below, &unused_above);
       for (size_t i = band; i < band + listed; ++i) {
         qs[i] = weights[ids[i]] * inv_sum;
         ids[i] += static_cast<int32_t>(start);

@@ -183,7 +183,8 @@ size_t probability_band(const float* w, size_t n, float inv_sum, float lo, float
 double probabilities(float* x, size_t n, float max, float inv_sum, float* lo, float* hi);
 // The sum of the x[i] < threshold (lane-wise float partial sums, a fixed order), and their count.
 double sum_below(const float* x, size_t n, float threshold, size_t* count);
-// The sum of the x[i] >= threshold (lane-wise float partial sums, a fixed order).
+// The sum of the x[i] >= threshold (lane-wise float partial sums, a fixed order); threshold >
+// -inf (a partial vector is padded with -inf).
 double sum_at_least(const float* x, size_t n, float threshold);
 
 }  // namespace lastmile::cpu

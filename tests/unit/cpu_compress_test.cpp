@@ -345,7 +345,9 @@ TEST(CpuCompress, ProbabilityBandListsEveryLanePattern) {
   // [0.5, 1.5) of w; each vector's band lanes follow its pattern, the rest lie below or above.
   std::vector<float> w = every_lane_pattern();
   std::mt19937 rng(7);
-  for (float& v : w) v = v >= kThreshold ? 1.0f : (rng() % 2 ? 0.25f : 3.0f);
+  // 1.5: q on hi itself, above the band.
+  for (float& v : w)
+    v = v >= kThreshold ? 1.0f : (rng() % 3 == 0 ? 0.25f : rng() % 2 ? 3.0f : 1.5f);
   std::vector<int32_t> ids(w.size() + cpu::kCompressSlack);
   double mass_below = 0, mass_above = 0;
   const size_t count = cpu::probability_band(w.data(), w.size(), 0.5f, 0.25f, 0.75f, ids.data(),
@@ -360,22 +362,25 @@ TEST(CpuCompress, ProbabilityBandListsEveryLanePattern) {
   }
   ASSERT_EQ(count, want.size());
   for (size_t k = 0; k < count; ++k) ASSERT_EQ(ids[k], want[k]) << "entry " << k;
-  EXPECT_DOUBLE_EQ(mass_below, want_below);  // sums of 0.125 and 1.5: exact in any order
+  EXPECT_DOUBLE_EQ(mass_below, want_below);  // sums of 0.125, 0.75, 1.5: exact in any order
   EXPECT_DOUBLE_EQ(mass_above, want_above);
   EXPECT_GT(want_above, 0.0);
 }
 
-// The x >= threshold, -inf and the tail's padding left out (sums of 0.5: exact in any order).
+// The x >= threshold (0, or 0.5 on which a fifth of the entries sit), -inf and the tail's padding
+// left out (sums of 0.5: exact in any order).
 TEST(CpuCompress, SumAtLeastAddsTheEntriesAtOrAboveTheThreshold) {
   for (size_t n : {0, 1, 15, 16, 17, 100, 1031}) {
     std::vector<float> x(n);
-    double want = 0;
+    double want = 0, want_half = 0;
     for (size_t i = 0; i < n; ++i) {
       x[i] = i % 3 == 0 ? -std::numeric_limits<float>::infinity()
                         : (i % 3 == 1 ? -1.0f : 0.5f * static_cast<float>(i % 5));
       if (x[i] >= 0.0f) want += x[i];
+      if (x[i] >= 0.5f) want_half += x[i];
     }
     EXPECT_DOUBLE_EQ(cpu::sum_at_least(x.data(), n, 0.0f), want) << n;
+    EXPECT_DOUBLE_EQ(cpu::sum_at_least(x.data(), n, 0.5f), want_half) << n;
   }
 }
 
