@@ -42,9 +42,10 @@ if ((${#missing[@]})); then
 fi
 
 # Python side (PyPI, pinned): numpy for the golden checker; pytest and torch for the Python tests
-# (torch inputs, the vLLM adapter); ml_dtypes for the test of numpy bfloat16 arrays. `pip install .` fetches its pinned build tools itself
-# (pyproject.toml: scikit-build-core, nanobind).
-python_packages=("numpy==2.1.3" "pytest==8.3.4" "torch==2.9.1" "ml_dtypes==0.5.1")
+# (torch inputs, the vLLM adapter); ml_dtypes for the test of numpy bfloat16 arrays. `pip install .`
+# fetches its pinned build tools itself (pyproject.toml: scikit-build-core, nanobind).
+python_packages=("numpy==2.1.3" "pytest==8.3.4" "torch==2.9.1"
+                 "ml_dtypes==0.5.1")
 missing=()
 for p in "${python_packages[@]}"; do
   python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p#*==}')" \

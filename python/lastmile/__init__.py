@@ -224,9 +224,9 @@ def _numpy_bfloat16_as_bits(logits: Any, dtype: Optional[str]) -> tuple:
     if not (isinstance(logits, np.ndarray) and logits.dtype.name == "bfloat16"
             and logits.dtype.itemsize == 2):
         return logits, dtype
-    if dtype is not None and dtype != "bfloat16":
+    if dtype in ("float32", "float16"):  # other strings: the extension names them
         raise ValueError(f"logits: dtype='{dtype}' but the array holds bfloat16")
-    return logits.view(np.uint16), "bfloat16"
+    return logits.view(np.uint16), "bfloat16" if dtype is None else dtype
 
 
 def _logits_type_error(logits: Any, error: TypeError) -> TypeError:

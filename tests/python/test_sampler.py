@@ -59,6 +59,9 @@ def test_numpy_bfloat16_arrays_of_ml_dtypes():
     assert batch.step(logits).sampled_token_ids.tolist() == [4, 1]
     with pytest.raises(ValueError, match="logits: dtype='float16' but the array holds bfloat16"):
         sampler().sample(logits, GREEDY, dtype="float16")
+    with pytest.raises(ValueError, match="logits: dtype must be 'float32', 'float16' or 'bfloat16', "
+                                         "got 'bf16'"):
+        sampler().sample(logits, GREEDY, dtype="bf16")
 
 
 def test_numpy_bfloat16_bit_patterns():
