@@ -74,6 +74,19 @@ TokenId draw_from_kept_blocks(const void* src, DType dtype, size_t n, float t,
   }
 }
 
+// Calls f(b, from, to) for each statistics block b of the row, with ids[from, to) the entries of a
+// band in id order (ids[0, listed)) that lie in it.
+template <class F>
+void for_each_block_of_band(const RowSoftmax& row, size_t n, const int32_t* ids, size_t listed,
+                            F f) {
+  for (size_t b = 0, i = 0; b < row.blocks; ++b) {
+    const auto end = static_cast<int32_t>(std::min(n, (b + 1) * row.block));
+    const size_t last = std::lower_bound(ids + i, ids + listed, end) - ids;
+    f(b, i, last);
+    i = last;
+  }
+}
+
 // Spec §9.3 over a listed band: ids[0, listed) in id order, their q in qs (lo <= q <= hi, q =
 // exp(x - max) * inv_sum), every entry below the band masked and adding up to `below`, every one
 // above it kept. Masked entries get q < 0 and leave kept[b], block b's kept weight (in units of the
@@ -136,13 +149,11 @@ void mask_listed_band(const void* src, DType dtype, size_t n, float t, const Row
       narrow_ids[k] = ids[at[k]];
       narrow_qs[k] = qs[at[k]];
     }
-    // Masked below q_lo, block by block (the list is in id order).
-    for (size_t block = 0, i = 0; kept != nullptr && block < row.blocks; ++block) {
-      const auto end = static_cast<int32_t>(std::min(n, (block + 1) * row.block));
-      const size_t last = std::lower_bound(ids + i, ids + listed, end) - ids;
-      size_t unused;
-      kept[block] -= cpu::sum_below(qs + i, last - i, q_lo, &unused) / inv_sum;
-      i = last;
+    if (kept != nullptr) {  // masked below q_lo, block by block
+      for_each_block_of_band(row, n, ids, listed, [&](size_t block, size_t from, size_t to) {
+        size_t unused;
+        kept[block] -= cpu::sum_below(qs + from, to - from, q_lo, &unused) / inv_sum;
+      });
     }
     cpu::mask_below(qs, listed, q_lo);  // -inf: masked (q < 0)
   }
@@ -204,12 +215,9 @@ TokenId draw_top_p_dense(const void* src, DType dtype, size_t n, float t, const 
   }
   mask_listed_band(src, dtype, n, t, row, ids, qs, band, below, lo, hi, inv_sum, cut, top, scratch,
                    nullptr);
-  for (size_t b = 0, i = 0; b < row.blocks; ++b) {  // the band is in id order; masked q < 0
-    const auto end = static_cast<int32_t>(std::min(n, (b + 1) * row.block));
-    const size_t last = std::lower_bound(ids + i, ids + band, end) - ids;
-    kept[b] = (kept[b] + cpu::sum_at_least(qs + i, last - i, 0.0f)) / inv_sum;
-    i = last;
-  }
+  for_each_block_of_band(row, n, ids, band, [&](size_t b, size_t from, size_t to) {
+    kept[b] = (kept[b] + cpu::sum_at_least(qs + from, to - from, 0.0f)) / inv_sum;  // masked: q < 0
+  });
   auto kept_at = [&](const float*, const float* block_weights, size_t i) {
     return (block_weights[i] != 0.0f) & (block_weights[i] * inv_sum >= lo);
   };
