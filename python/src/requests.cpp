@@ -89,29 +89,22 @@ class Fields {
   bool is_dict_ = false;
 };
 
-// A bool, Python's or numpy's (numpy.bool_, named "bool" since numpy 2), or a 0-d tensor of
-// bools (torch.tensor(True)): each has __index__ and __float__, and would pass for 0 / 1 where an
-// int or a number belongs.
-bool is_bool(nb::handle value) {
+// What has __index__ or __float__ but is no int or number here: a bool, Python's or numpy's
+// (numpy.bool_, named "bool" since numpy 2), or a 0-d tensor of bools (torch.tensor(True)), which
+// would pass for 0 / 1; an array of one element (numpy's or torch's [2]); a complex scalar, whose
+// __float__ drops the imaginary part.
+bool poses_as_a_number(nb::handle value) {
   if (PyBool_Check(value.ptr())) return true;
   if (PyLong_CheckExact(value.ptr()) || PyFloat_CheckExact(value.ptr())) return false;  // common
   const std::string type =
       nb::cast<std::string>(nb::str(nb::handle(value.type()).attr("__name__")));
   if (type == "bool_" || type == "bool") return true;
-  const nb::object dtype = nb::getattr(value, "dtype", nb::none());
-  if (dtype.is_none()) return false;
-  const std::string dtype_name = nb::cast<std::string>(nb::str(dtype));
-  return dtype_name == "torch.bool" || dtype_name == "bool";
-}
-
-// An array of one element (numpy's or torch's [2]) or a complex scalar: each passes __index__
-// or __float__ for some values (a complex one dropping its imaginary part), but is no number.
-bool is_array_or_complex(nb::handle value) {
-  if (PyLong_CheckExact(value.ptr()) || PyFloat_CheckExact(value.ptr())) return false;  // common
   const nb::object ndim = nb::getattr(value, "ndim", nb::none());
   if (PyLong_Check(ndim.ptr()) && PyLong_AsLong(ndim.ptr()) != 0) return true;
   const nb::object dtype = nb::getattr(value, "dtype", nb::none());
   if (dtype.is_none()) return false;
+  const std::string dtype_name = nb::cast<std::string>(nb::str(dtype));
+  if (dtype_name == "torch.bool" || dtype_name == "bool") return true;
   const nb::object kind = nb::getattr(dtype, "kind", nb::none());              // numpy
   const nb::object is_complex = nb::getattr(dtype, "is_complex", nb::none());  // torch
   if (nb::isinstance<nb::str>(kind) && nb::cast<std::string>(kind) == "c") return true;
@@ -122,7 +115,7 @@ bool is_array_or_complex(nb::handle value) {
 
 // The value as a Python int (through __index__: numpy and torch integers too); bools refused.
 nb::object python_int(nb::handle value, const std::string& who, const char* field) {
-  if (is_bool(value) || is_array_or_complex(value) || !PyIndex_Check(value.ptr()))
+  if (poses_as_a_number(value) || !PyIndex_Check(value.ptr()))
     type_error(who, field, "an int", value);
   nb::object index = nb::steal(PyNumber_Index(value.ptr()));
   if (!index.is_valid()) {  // e.g. a numpy array where an int belongs
@@ -174,9 +167,8 @@ std::optional<uint64_t> as_seed(nb::handle value, const std::string& who) {
 }
 
 double as_double(nb::handle value, const std::string& who, const char* field) {
-  if (is_bool(value) || is_array_or_complex(value) ||
-      !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
-        PyObject_HasAttrString(value.ptr(), "__float__")))
+  if (poses_as_a_number(value) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr()) ||
+                                    PyObject_HasAttrString(value.ptr(), "__float__")))
     type_error(who, field, "a number", value);
   const double v = PyFloat_AsDouble(value.ptr());
   if (v == -1.0 && PyErr_Occurred()) {
